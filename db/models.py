@@ -1,0 +1,139 @@
+"""ORM tables for sweeps, cells, runs and their grades.
+
+Results are append-only: a rerun adds a :class:`Run`, a regrade adds a :class:`GradeRow`,
+and readers pick the newest. Nothing here is updated in place except a sweep's
+``finished_at``, so no recorded result is ever lost or silently overwritten.
+
+``versions/0001_initial.py`` mirrors these definitions by hand; keep the two in step
+(``tests/test_db.py`` compares them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Named constraints let SQLite batch migrations find and recreate them later.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String)
+    spec_path: Mapped[str] = mapped_column(String)
+    # The spec as it was when the sweep ran: the file on disk may change afterwards.
+    spec_text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class CellRow(Base):
+    """One resolved cell; its id is the content hash, so sweeps share rows."""
+
+    __tablename__ = "cells"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    # Engine and model fields are copied out of ``spec`` so queries can filter on them.
+    engine_label: Mapped[str] = mapped_column(String)
+    env_id: Mapped[str] = mapped_column(String)
+    vllm_version: Mapped[str] = mapped_column(String)
+    accelerator: Mapped[str] = mapped_column(String)
+    patches: Mapped[str | None] = mapped_column(String)
+    lmcache: Mapped[str | None] = mapped_column(String)
+    knobs: Mapped[dict[str, Any]]
+    model_digest: Mapped[str] = mapped_column(String)
+    model_name: Mapped[str] = mapped_column(String)
+    workload_digest: Mapped[str] = mapped_column(String)
+    spec: Mapped[dict[str, Any]]
+    # Not a foreign key: a cell may be stored before its control.
+    control_id: Mapped[str | None] = mapped_column(String)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class SweepCell(Base):
+    __tablename__ = "sweep_cells"
+    __table_args__ = (Index(None, "cell_id"),)
+
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"), primary_key=True)
+    cell_id: Mapped[str] = mapped_column(ForeignKey("cells.id"), primary_key=True)
+    role: Mapped[str] = mapped_column(String)  # "cell" or "control"
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    # AUTOINCREMENT: run ids name log files and grades, so one must never be handed out twice.
+    __table_args__ = (Index(None, "cell_id", "finished_at"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cell_id: Mapped[str] = mapped_column(ForeignKey("cells.id"))
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+    status: Mapped[str] = mapped_column(String)  # ok | startup_failed | crashed | timeout
+    signature: Mapped[str | None] = mapped_column(Text)
+    message: Mapped[str | None] = mapped_column(Text)
+    fingerprint: Mapped[dict[str, Any]]
+    timings: Mapped[dict[str, Any]]
+    log_path: Mapped[str | None] = mapped_column(String)
+    node: Mapped[str | None] = mapped_column(String)
+    gpu_ids: Mapped[list[Any]]
+    started_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float] = mapped_column(Float)
+
+
+class RequestRow(Base):
+    __tablename__ = "requests"
+    __table_args__ = (Index(None, "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    key: Mapped[str] = mapped_column(String)
+    session: Mapped[str] = mapped_column(String)
+    turn: Mapped[int] = mapped_column(Integer)
+    phase: Mapped[str] = mapped_column(String)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    token_ids: Mapped[list[Any]]
+    logprobs: Mapped[list[Any]]
+    margins: Mapped[list[Any]]
+    text: Mapped[str] = mapped_column(Text)
+    finish_reason: Mapped[str | None] = mapped_column(String)
+    ttft_s: Mapped[float | None] = mapped_column(Float)
+    e2e_s: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class MetricRow(Base):
+    __tablename__ = "metrics"
+    __table_args__ = (Index(None, "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    phase: Mapped[str] = mapped_column(String)
+    name: Mapped[str] = mapped_column(String)
+    value: Mapped[float] = mapped_column(Float)
+
+
+class GradeRow(Base):
+    """One grading of a run; the row with the highest id is the current verdict."""
+
+    __tablename__ = "grades"
+    __table_args__ = (Index(None, "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    control_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
+    verdict: Mapped[str] = mapped_column(String)
+    summary: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[dict[str, Any]]
+    created_at: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,317 @@
+"""Read-side queries for the CLI, returning plain dataclasses so no ORM object (or open
+session) escapes the store.
+
+Verdicts always come from a run's newest grade; an ungraded run shows its status.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+from sqlalchemy import Select, Subquery, func, select
+from sqlalchemy.orm import Session
+
+from db.models import CellRow, GradeRow, MetricRow, Run, SweepCell
+from db.store import Store
+
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+SIGNATURE_WIDTH = 80
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: int
+    cell_id: str
+    engine: str
+    knobs: dict[str, Any]
+    status: str
+    verdict: str | None  # None until the run is graded
+    signature: str | None
+    started_at: float
+    finished_at: float
+    total_s: float
+
+
+@dataclass(frozen=True)
+class GradeDetail:
+    grade_id: int
+    verdict: str
+    summary: str
+    evidence: dict[str, Any]
+    control_run_id: int | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    summary: RunSummary
+    message: str | None
+    log_path: str | None
+    node: str | None
+    gpu_ids: list[str]
+    fingerprint: dict[str, Any]
+    timings: dict[str, float]
+    grades: list[GradeDetail]  # newest first; the first one is the verdict
+
+
+@dataclass(frozen=True)
+class CellDetail:
+    cell_id: str
+    engine: str
+    model: str
+    knobs: dict[str, Any]
+    control_id: str | None
+    spec: dict[str, Any]
+    runs: list[RunDetail]  # newest first
+
+
+@dataclass
+class Table:
+    """A two-way lookup: one table cell per combination of row and column values."""
+
+    row_keys: list[str]
+    col_keys: list[str]
+    rows: list[str]  # row header values
+    cols: list[str]
+    cells: dict[tuple[str, str], str]  # (row, col) -> text; combinations no cell has are absent
+
+
+def _latest_grades() -> Subquery:
+    """Subquery: each graded run's newest grade id (highest id wins, as in the store)."""
+    return (
+        select(GradeRow.run_id, func.max(GradeRow.id).label("grade_id")).group_by(GradeRow.run_id).subquery()
+    )
+
+
+def _with_verdicts(stmt: Select[Any]) -> Select[Any]:
+    """Add the newest grade's verdict (or NULL) as a column to a select over Run."""
+    latest = _latest_grades()
+    return (
+        stmt.add_columns(GradeRow.verdict)
+        .outerjoin(latest, latest.c.run_id == Run.id)
+        .outerjoin(GradeRow, GradeRow.id == latest.c.grade_id)
+    )
+
+
+def _summary(run: Run, cell: CellRow, verdict: str | None) -> RunSummary:
+    return RunSummary(
+        run_id=run.id,
+        cell_id=run.cell_id,
+        engine=cell.engine_label,
+        knobs=cell.knobs,
+        status=run.status,
+        verdict=verdict,
+        signature=run.signature,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        # Older runners may not time the whole run; the wall clock span is close enough.
+        total_s=run.timings.get("total_s", run.finished_at - run.started_at),
+    )
+
+
+def list_runs(store: Store, sweep_id: int | None = None, limit: int = 50) -> list[RunSummary]:
+    """The newest runs, of one sweep or of all."""
+    stmt = _with_verdicts(select(Run, CellRow).join(CellRow, CellRow.id == Run.cell_id))
+    if sweep_id is not None:
+        stmt = stmt.where(Run.sweep_id == sweep_id)
+    stmt = stmt.order_by(Run.finished_at.desc(), Run.id.desc()).limit(limit)
+    with store.session() as session:
+        return [_summary(run, cell, verdict) for run, cell, verdict in session.execute(stmt)]
+
+
+def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
+    """One cell with every run of it and every grade of those runs."""
+    with store.session() as session:
+        ids = session.scalars(
+            select(CellRow.id).where(CellRow.id.startswith(cell_id_prefix, autoescape=True)).limit(2)
+        ).all()
+        if not ids:
+            raise LookupError(f"no cell id starts with {cell_id_prefix!r}")
+        if len(ids) > 1:
+            raise LookupError(f"cell id prefix {cell_id_prefix!r} matches several cells; give more of it")
+        cell = session.get_one(CellRow, ids[0])
+        runs = session.scalars(
+            select(Run).where(Run.cell_id == cell.id).order_by(Run.finished_at.desc(), Run.id.desc())
+        ).all()
+        grades: dict[int, list[GradeDetail]] = defaultdict(list)
+        for g in session.scalars(
+            select(GradeRow).where(GradeRow.run_id.in_([r.id for r in runs])).order_by(GradeRow.id.desc())
+        ):
+            grades[g.run_id].append(
+                GradeDetail(g.id, g.verdict, g.summary, g.evidence, g.control_run_id, g.created_at)
+            )
+    return CellDetail(
+        cell_id=cell.id,
+        engine=cell.engine_label,
+        model=cell.model_name,
+        knobs=cell.knobs,
+        control_id=cell.control_id,
+        spec=cell.spec,
+        runs=[
+            RunDetail(
+                summary=_summary(run, cell, grades[run.id][0].verdict if grades[run.id] else None),
+                message=run.message,
+                log_path=run.log_path,
+                node=run.node,
+                gpu_ids=run.gpu_ids,
+                fingerprint=run.fingerprint,
+                timings=run.timings,
+                grades=grades[run.id],
+            )
+            for run in runs
+        ],
+    )
+
+
+def knob_text(value: Any) -> str:
+    """A knob value as a short table label."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None or value == "off":
+        return "off"
+    if isinstance(value, dict) and "method" in value:
+        text = str(value["method"])
+        if "num_speculative_tokens" in value:
+            text += f" k={value['num_speculative_tokens']}"
+        return text
+    if isinstance(value, list):
+        return " ".join(knob_text(v) for v in value)
+    return str(value)
+
+
+def _axis_value(cell: CellRow, name: str) -> str:
+    if name == "engine":
+        return cell.engine_label
+    if name == "model":
+        return cell.model_name
+    # A knob a cell does not set is at its engine default, which for these toggles is off.
+    return knob_text(cell.knobs.get(name))
+
+
+def _header(cell: CellRow, names: list[str]) -> str:
+    return ", ".join(_axis_value(cell, n) for n in names)
+
+
+def _truncate(text: str, width: int = SIGNATURE_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _prefix_hit_rates(session: Session, run_ids: Iterable[int]) -> dict[int, float]:
+    sums: dict[int, dict[str, float]] = defaultdict(dict)
+    for run_id, name, total in session.execute(
+        select(MetricRow.run_id, MetricRow.name, func.sum(MetricRow.value))
+        .where(MetricRow.run_id.in_(list(run_ids)), MetricRow.name.in_([PREFIX_HITS, PREFIX_QUERIES]))
+        .group_by(MetricRow.run_id, MetricRow.name)
+    ):
+        sums[run_id][name] = total
+    return {
+        run_id: s.get(PREFIX_HITS, 0.0) / s[PREFIX_QUERIES] for run_id, s in sums.items() if s.get(PREFIX_QUERIES)
+    }
+
+
+def _cell_text(run: Run | None, verdict: str | None, hit_rate: float | None) -> str:
+    if run is None:
+        return "not run"
+    label = verdict or run.status
+    if run.status != "ok":
+        detail = _truncate(run.signature) if run.signature else None
+    else:
+        detail = f"prefix hit {hit_rate:.0%}" if hit_rate is not None else None
+    return f"{label} ({detail})" if detail else label
+
+
+def lookup_table(store: Store, rows: list[str], cols: list[str], sweep_id: int | None = None) -> Table:
+    """Latest result of every cell (of one sweep, or of all), laid out by the named axes.
+
+    Each axis name is ``engine``, ``model`` or a knob name. A cell's latest run counts even
+    when an earlier or later sweep recorded it: cells are content-addressed, so it is the
+    same experiment.
+    """
+    cell_stmt = select(CellRow).order_by(CellRow.created_at, CellRow.id)
+    ranked = select(
+        Run.id,
+        func.row_number()
+        .over(partition_by=Run.cell_id, order_by=(Run.finished_at.desc(), Run.id.desc()))
+        .label("rank"),
+    )
+    if sweep_id is not None:
+        members = select(SweepCell.cell_id).where(SweepCell.sweep_id == sweep_id)
+        cell_stmt = cell_stmt.where(CellRow.id.in_(members))
+        ranked = ranked.where(Run.cell_id.in_(members))
+    latest = ranked.subquery()
+    run_stmt = _with_verdicts(select(Run).join(latest, latest.c.id == Run.id).where(latest.c.rank == 1))
+
+    with store.session() as session:
+        cells = session.scalars(cell_stmt).all()
+        latest_runs = {run.cell_id: (run, verdict) for run, verdict in session.execute(run_stmt)}
+        hit_rates = _prefix_hit_rates(session, (run.id for run, _ in latest_runs.values()))
+
+    placed = [(_header(cell, rows), _header(cell, cols), cell) for cell in cells]
+    texts: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for row, col, cell in placed:
+        run, verdict = latest_runs.get(cell.id, (None, None))
+        texts[row, col].append(_cell_text(run, verdict, hit_rates.get(run.id) if run else None))
+    # Headers in first-seen order, which follows the order the cells were added.
+    return Table(
+        row_keys=list(rows),
+        col_keys=list(cols),
+        rows=list(dict.fromkeys(row for row, _, _ in placed)),
+        cols=list(dict.fromkeys(col for _, col, _ in placed)),
+        cells={key: " / ".join(parts) for key, parts in texts.items()},
+    )
+
+
+def _corner(table: Table) -> str:
+    return f"{', '.join(table.row_keys)} \\ {', '.join(table.col_keys)}"
+
+
+def _render_text(table: Table) -> str:
+    grid = RichTable()
+    for header in [_corner(table), *table.cols]:
+        grid.add_column(Text(header))
+    for row in table.rows:
+        # Text, not str: signatures often contain "[...]" that rich would read as markup.
+        grid.add_row(Text(row), *(Text(table.cells.get((row, c), "-")) for c in table.cols))
+    # As wide as the table wants, so nothing is wrapped or cut off in the returned string.
+    width = Console(width=10_000).measure(grid).maximum
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None).print(grid)
+    return buffer.getvalue()
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _render_markdown(table: Table) -> str:
+    header = [_corner(table), *table.cols]
+    lines = [
+        "| " + " | ".join(_md_escape(h) for h in header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for row in table.rows:
+        values = [row, *(table.cells.get((row, c), "-") for c in table.cols)]
+        lines.append("| " + " | ".join(_md_escape(v) for v in values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _render_json(table: Table) -> str:
+    row_name = ", ".join(table.row_keys)
+    objects = [{row_name: row, **{c: table.cells.get((row, c)) for c in table.cols}} for row in table.rows]
+    return json.dumps(objects, indent=2, ensure_ascii=False)
+
+
+def render_table(table: Table, fmt: Literal["text", "json", "markdown"] = "text") -> str:
+    renderers = {"text": _render_text, "json": _render_json, "markdown": _render_markdown}
+    if fmt not in renderers:
+        raise ValueError(f"unknown table format {fmt!r}; expected one of {', '.join(renderers)}")
+    return renderers[fmt](table)

@@ -1,0 +1,190 @@
+"""The results store: every write the orchestrator makes, each in its own transaction.
+
+Short transactions keep the SQLite write lock brief, so the CLI can read a sweep's
+results while the orchestrator is still recording them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, Sweep, SweepCell
+from jobs.records import RequestRecord
+from orchestrator.cells import Cell, Grade, RunOutcome
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+def alembic_config(url: str | URL) -> Config:
+    """Alembic settings for ``url``, built in code so no alembic.ini has to be found.
+
+    Also the way to drive alembic by hand, e.g. ``command.revision(alembic_config(url), ...)``.
+    """
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    # ConfigParser treats "%" as interpolation; URL-escaped passwords contain it.
+    rendered = make_url(url).render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+    return config
+
+
+def _to_url(url_or_path: str | Path) -> URL:
+    if isinstance(url_or_path, str) and "://" in url_or_path:
+        url = make_url(url_or_path)
+        if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+            # Migrations run on their own connection, which would see a different empty database.
+            raise ValueError(f"in-memory SQLite is not supported, use a file: {url_or_path}")
+        return url
+    path = Path(url_or_path).expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return URL.create("sqlite", database=str(path))
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers (the CLI) run alongside the orchestrator's writes; the busy timeout
+    # makes a second writer wait for the lock instead of failing at once.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+class Store:
+    """Append-only record of sweeps, cells, runs and grades."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        # Returned rows stay readable after their session has closed.
+        self.session: sessionmaker[Session] = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def open(cls, url_or_path: str | Path) -> Store:
+        """Open (creating or upgrading through migrations) a file path or a SQLAlchemy URL."""
+        url = _to_url(url_or_path)
+        command.upgrade(alembic_config(url), "head")
+        engine = create_engine(url)
+        if url.get_backend_name() == "sqlite":
+            event.listen(engine, "connect", _sqlite_pragmas)
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def create_sweep(self, name: str, spec_path: str, spec_text: str) -> int:
+        sweep = Sweep(name=name, spec_path=spec_path, spec_text=spec_text, created_at=time.time())
+        with self.session.begin() as session:
+            session.add(sweep)
+        return sweep.id
+
+    def finish_sweep(self, sweep_id: int) -> None:
+        with self.session.begin() as session:
+            sweep = session.get_one(Sweep, sweep_id)
+            sweep.finished_at = time.time()
+
+    def add_cell(self, sweep_id: int, cell: Cell) -> None:
+        """Store ``cell`` unless known and link it to the sweep; repeating it changes nothing."""
+        with self.session.begin() as session:
+            if session.get(CellRow, cell.id) is None:
+                session.add(
+                    CellRow(
+                        id=cell.id,
+                        engine_label=cell.engine.label,
+                        env_id=cell.engine.env_id,
+                        vllm_version=cell.engine.vllm,
+                        accelerator=cell.engine.accelerator,
+                        patches=cell.engine.patches,
+                        lmcache=cell.engine.lmcache,
+                        knobs=cell.knobs,
+                        model_digest=cell.model.digest,
+                        model_name=cell.model.name,
+                        workload_digest=cell.workload_digest,
+                        spec=cell.to_json(),
+                        control_id=cell.control_id,
+                        created_at=time.time(),
+                    )
+                )
+            if session.get(SweepCell, (sweep_id, cell.id)) is None:
+                role = "control" if cell.is_control else "cell"
+                session.add(SweepCell(sweep_id=sweep_id, cell_id=cell.id, role=role))
+
+    def latest_run(self, cell_id: str) -> Run | None:
+        with self.session() as session:
+            return session.scalars(
+                select(Run).where(Run.cell_id == cell_id).order_by(Run.finished_at.desc(), Run.id.desc()).limit(1)
+            ).first()
+
+    def record_run(self, sweep_id: int, outcome: RunOutcome) -> int:
+        """Insert the run with its requests and metrics, all or nothing; returns the new run id."""
+        run = Run(
+            cell_id=outcome.cell_id,
+            sweep_id=sweep_id,
+            status=outcome.status,
+            signature=outcome.signature,
+            message=outcome.message,
+            fingerprint=outcome.fingerprint,
+            timings=outcome.timings,
+            log_path=outcome.log_path,
+            node=outcome.node,
+            gpu_ids=outcome.gpu_ids,
+            started_at=outcome.started_at,
+            finished_at=outcome.finished_at,
+        )
+        with self.session.begin() as session:
+            session.add(run)
+            session.flush()  # assigns run.id for the child rows
+            transcript = outcome.transcript
+            if transcript is not None:
+                session.add_all(RequestRow(run_id=run.id, **asdict(r)) for r in transcript.requests)
+                session.add_all(
+                    MetricRow(run_id=run.id, phase=phase, name=name, value=value)
+                    for phase, samples in transcript.metrics.items()
+                    for name, value in samples.items()
+                )
+        return run.id
+
+    def record_grade(self, run_id: int, grade: Grade) -> int:
+        row = GradeRow(
+            run_id=run_id,
+            control_run_id=grade.control_run_id,
+            verdict=grade.verdict,
+            summary=grade.summary,
+            evidence=grade.evidence,
+            created_at=time.time(),
+        )
+        with self.session.begin() as session:
+            session.add(row)
+        return row.id
+
+    def latest_grade(self, run_id: int) -> GradeRow | None:
+        # Highest id rather than created_at: insertion order survives clock steps.
+        with self.session() as session:
+            return session.scalars(
+                select(GradeRow).where(GradeRow.run_id == run_id).order_by(GradeRow.id.desc()).limit(1)
+            ).first()
+
+    def requests_for(self, run_id: int) -> list[RequestRecord]:
+        with self.session() as session:
+            rows = session.scalars(select(RequestRow).where(RequestRow.run_id == run_id).order_by(RequestRow.id))
+            return [RequestRecord(**{f.name: getattr(r, f.name) for f in fields(RequestRecord)}) for r in rows]
+
+    def metrics_for(self, run_id: int) -> dict[str, dict[str, float]]:
+        with self.session() as session:
+            rows = session.execute(
+                select(MetricRow.phase, MetricRow.name, MetricRow.value)
+                .where(MetricRow.run_id == run_id)
+                .order_by(MetricRow.id)
+            )
+            metrics: dict[str, dict[str, float]] = {}
+            for phase, name, value in rows:
+                metrics.setdefault(phase, {})[name] = value
+            return metrics

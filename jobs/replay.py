@@ -1,0 +1,128 @@
+"""Replay a workload against an OpenAI-compatible vLLM server and record every token.
+
+Greedy (temperature 0), streamed, with top-k logprobs and token ids
+(``return_tokens_as_token_ids``) so the grader compares ids, not detokenised text,
+and knows how close each greedy choice was to a tie. Requests of one phase go out
+at once: concurrent prefills sharing the token budget are part of the failure
+mode being hunted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+
+import httpx
+
+from jobs.metrics import delta, scrape
+from jobs.records import RequestRecord, Transcript
+from jobs.workload import ReplayRequest, Workload
+
+
+def _token_id(token: str) -> int:
+    # With return_tokens_as_token_ids the server sends "token_id:123".
+    return int(token.rsplit(":", 1)[1]) if token.startswith("token_id:") else -1
+
+
+async def send(
+    client: httpx.AsyncClient, base_url: str, model: str, req: ReplayRequest, max_tokens: int, top_logprobs: int
+) -> RequestRecord:
+    rec = RequestRecord(key=req.key, session=req.session, turn=req.turn, phase=req.phase)
+    body = {
+        "model": model,
+        "messages": req.chat_messages(),
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "seed": 0,
+        "ignore_eos": True,  # fixed-length outputs: every position has a control to compare with
+        "logprobs": True,
+        "top_logprobs": top_logprobs,
+        "return_tokens_as_token_ids": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    t0 = time.perf_counter()
+    text: list[str] = []
+    try:
+        async with client.stream("POST", f"{base_url}/v1/chat/completions", json=body) as resp:
+            if resp.status_code != 200:
+                detail = (await resp.aread()).decode(errors="replace")[:500]
+                rec.error = f"HTTP {resp.status_code}: {_error_message(detail)}"
+                rec.e2e_s = time.perf_counter() - t0
+                return rec
+            async for line in resp.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if chunk.get("error"):
+                    rec.error = _error_message(json.dumps(chunk))
+                    break
+                if chunk.get("usage"):
+                    rec.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
+                for choice in chunk.get("choices", []):
+                    for item in (choice.get("logprobs") or {}).get("content") or []:
+                        if rec.ttft_s is None:
+                            rec.ttft_s = time.perf_counter() - t0
+                        rec.token_ids.append(_token_id(item["token"]))
+                        rec.logprobs.append(item["logprob"])
+                        tops = sorted((t["logprob"] for t in item.get("top_logprobs") or []), reverse=True)
+                        rec.margins.append(tops[0] - tops[1] if len(tops) > 1 else None)
+                    if choice.get("delta", {}).get("content"):
+                        text.append(choice["delta"]["content"])
+                    if choice.get("finish_reason"):
+                        rec.finish_reason = choice["finish_reason"]
+    except httpx.HTTPError as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"
+    rec.text = "".join(text)
+    rec.e2e_s = time.perf_counter() - t0
+    return rec
+
+
+def _error_message(body: str) -> str:
+    try:
+        data = json.loads(body)
+        return str((data.get("error") or {}).get("message") or data)[:300]
+    except (json.JSONDecodeError, AttributeError):
+        return body[:300]
+
+
+async def replay(
+    base_url: str,
+    model: str,
+    workload: Workload,
+    on_phase: Callable[[str], None] | None = None,
+    timeout_s: float = 600,
+) -> Transcript:
+    """Run every phase in order; stop after a phase in which the engine went away.
+
+    Raises nothing for engine failures: failed requests carry ``error`` and the
+    caller decides (with the process state) whether the engine crashed.
+    """
+    transcript = Transcript()
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits) as client:
+        for phase, requests in workload.phases:
+            if on_phase:
+                on_phase(phase)
+            before = await _safe_scrape(client, base_url)
+            records = await asyncio.gather(
+                *(send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs) for r in requests)
+            )
+            transcript.requests.extend(records)
+            after = await _safe_scrape(client, base_url)
+            if before is not None and after is not None:
+                transcript.metrics[phase] = delta(before, after)
+            # A failed request means the stack cannot serve this workload (dead engine,
+            # 5xx, refused prompt); later phases would only repeat the failure.
+            if any(r.error for r in records):
+                break
+    return transcript
+
+
+async def _safe_scrape(client: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+    try:
+        return await scrape(client, base_url)
+    except httpx.HTTPError:
+        return None

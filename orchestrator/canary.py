@@ -1,0 +1,100 @@
+"""The project's own tiny hybrid models, built on demand and cached by content.
+
+A canary's identity is its recipe (parameters + the builder script's bytes): the
+builder is deterministic, so the recipe digest names the weights before they exist,
+and ``sweep plan`` can print cell ids without building anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from orchestrator.cells import ModelRef, digest
+from orchestrator.paths import cache_dir
+from orchestrator.spec import ModelSpec
+
+BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
+
+# name -> builder arguments. Dimensions the CPU kernels accept (GDN head dim 128).
+CANARIES: dict[str, dict[str, Any]] = {
+    "tiny-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024},
+}
+
+
+class CanaryError(ValueError):
+    pass
+
+
+def _recipe(name: str) -> dict[str, Any]:
+    if name not in CANARIES:
+        raise CanaryError(f"unknown canary '{name}' (known: {', '.join(CANARIES)})")
+    return {"name": name, "args": CANARIES[name], "builder": hashlib.sha256(BUILDER.read_bytes()).hexdigest()}
+
+
+def canary_dir(name: str) -> Path:
+    return cache_dir() / "canaries" / f"{name}-{digest(_recipe(name))[:12]}"
+
+
+def files_digest(folder: Path) -> str:
+    """Digest of a model folder. Large weight files are sampled (size + head + tail)
+    so a 50 GB checkpoint is not read in full on every plan."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(folder)).encode() + b"\0")
+        size = f.stat().st_size
+        with f.open("rb") as fh:
+            if size <= 64 << 20:
+                h.update(fh.read())
+            else:
+                h.update(str(size).encode() + fh.read(1 << 20))
+                fh.seek(-(1 << 20), os.SEEK_END)
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def model_ref(spec: ModelSpec) -> ModelRef:
+    if spec.canary is not None:
+        return ModelRef(path=str(canary_dir(spec.canary)), digest=digest(_recipe(spec.canary)), name=f"canary:{spec.canary}")
+    path = Path(spec.path or "").expanduser().resolve()
+    if not (path / "config.json").is_file():
+        raise CanaryError(f"{path}: not a model folder (no config.json)")
+    return ModelRef(path=str(path), digest=files_digest(path), name=path.name)
+
+
+def ensure_canary(name: str, python: Path, log: Path | None = None) -> Path:
+    """Build the canary with ``python`` (an engine venv's interpreter) unless cached.
+
+    Built into a temporary folder and renamed, under a lock, so a crash mid-build or
+    two sweeps at once never leave a half-written model that later cells would load.
+    """
+    out = canary_dir(name)
+    if (out / "config.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out) + ".lock"):
+        if (out / "config.json").is_file():
+            return out
+        tmp = out.with_name(out.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        args = CANARIES[name]
+        argv = [str(python), str(BUILDER), str(tmp)]
+        for key, value in args.items():
+            argv += [f"--{key.replace('_', '-')}", str(value)]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+        if log is not None:
+            log.write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise CanaryError(f"building canary '{name}' failed: {last}")
+        (tmp / "vmatrix-canary.json").write_text(json.dumps(_recipe(name), indent=2))
+        tmp.rename(out)
+    return out

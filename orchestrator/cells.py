@@ -1,0 +1,96 @@
+"""Internal values for one matrix cell and the outcome of running it.
+
+A :class:`Cell` is fully resolved: every input that can change its outcome is in it
+(engine recipe with patch digest, knobs, model digest, workload digest), and its id
+is a hash of exactly those, so the same cell in two sweeps is the same row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from images.recipe import EngineRecipe
+from jobs.records import Transcript
+
+__all__ = ["Cell", "EngineRecipe", "Grade", "ModelRef", "RunOutcome", "digest"]
+
+Status = Literal["ok", "startup_failed", "crashed", "timeout"]
+Verdict = Literal["clean", "divergent", "crashed", "startup_failed", "timeout", "ungraded", "control"]
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    path: str
+    digest: str
+    name: str  # "canary:<name>" or the path's basename
+
+
+@dataclass(frozen=True)
+class Cell:
+    id: str
+    engine: EngineRecipe
+    knobs: dict[str, Any]
+    model: ModelRef
+    workload: dict[str, Any]  # the workload spec, resolved
+    workload_digest: str
+    control_id: str | None  # None: this cell is a control
+    resources: dict[str, float] = field(default_factory=dict)
+
+    @staticmethod
+    def make_id(engine: EngineRecipe, knobs: dict[str, Any], model_digest: str, workload_digest: str) -> str:
+        return digest(
+            {"engine": asdict(engine), "knobs": knobs, "model": model_digest, "workload": workload_digest}
+        )[:16]
+
+    @property
+    def is_control(self) -> bool:
+        return self.control_id is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "engine": asdict(self.engine),
+            "knobs": self.knobs,
+            "model": asdict(self.model),
+            "workload": self.workload,
+            "workload_digest": self.workload_digest,
+            "control_id": self.control_id,
+            "resources": self.resources,
+        }
+
+
+@dataclass
+class RunOutcome:
+    """What running one cell produced, before grading."""
+
+    cell_id: str
+    status: Status
+    started_at: float
+    finished_at: float
+    signature: str | None = None  # decisive error line, normalised
+    message: str | None = None  # human detail (e.g. which patch failed)
+    transcript: Transcript | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # env_s, startup_s, replay_s, total_s
+    log_path: str | None = None
+    node: str | None = None
+    gpu_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Grade:
+    verdict: Verdict
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    control_run_id: int | None = None

