@@ -21,6 +21,9 @@ class RequestGrade:
     verdict: str  # identical | tie-flip | divergent | missing
     index: int | None = None  # first divergent token
     control_margin: float | None = None
+    # Largest |logprob difference| of the same token before the first divergence: how
+    # far the two runs' numerics drifted even where they agree (the noise floor).
+    drift: float = 0.0
     cell_tokens: tuple[int, ...] = ()
     control_tokens: tuple[int, ...] = ()
     cell_text: str = ""
@@ -34,12 +37,14 @@ def compare(cell: RequestRecord | None, control: RequestRecord, tie_margin: floa
     index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if index is None and len(a) != len(b):
         index = min(len(a), len(b))
+    same = len(a) if index is None else index
+    drift = max((abs(x - y) for x, y in zip(cell.logprobs[:same], control.logprobs[:same])), default=0.0)
     if index is None:
-        return RequestGrade(control.key, "identical")
+        return RequestGrade(control.key, "identical", drift=drift)
     margin = control.margins[index] if index < len(control.margins) else None
     tie = margin is not None and margin <= tie_margin and index < len(a)
     return RequestGrade(
-        control.key, "tie-flip" if tie else "divergent", index, margin,
+        control.key, "tie-flip" if tie else "divergent", index, margin, drift,
         tuple(a[index:index + 8]), tuple(b[index:index + 8]), cell.text, control.text,
     )
 
@@ -58,6 +63,7 @@ def grade_transcripts(cell: Transcript, control: Transcript, tie_margin: float =
     evidence: dict[str, Any] = {
         "requests": len(grades),
         "identical": identical,
+        "max_drift": max((g.drift for g in grades), default=0.0),
         "tie_margin": tie_margin,
         "tie_flips": [_evidence(g) for g in ties],
         "divergent": [_evidence(g) for g in bad],

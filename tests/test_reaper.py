@@ -1,0 +1,28 @@
+"""Engines outlive a SIGKILLed orchestrator; the reaper finds them by owner tag."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from orchestrator.runtimes.local import OWNER_ENV, reap_orphans
+
+
+def test_orphaned_engine_children_are_killed_and_owned_ones_kept() -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    orphan = subprocess.Popen(sleeper, env={**os.environ, OWNER_ENV: str(dead.pid)})
+    owned = subprocess.Popen(sleeper, env={**os.environ, OWNER_ENV: str(os.getpid())})
+    try:
+        time.sleep(0.2)
+        killed = reap_orphans()
+        assert orphan.pid in killed and owned.pid not in killed
+        assert orphan.wait(5) == -9
+        assert owned.poll() is None
+    finally:
+        for p in (orphan, owned):
+            p.kill()
+            p.wait()
