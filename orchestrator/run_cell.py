@@ -18,7 +18,7 @@ from jobs.replay import replay
 from jobs.workload import build_workload
 from orchestrator.cells import Cell, RunOutcome
 from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
-from orchestrator.runtimes.local import EngineProcess, EnvBuildError, ensure_env, free_port
+from orchestrator.runtimes.local import CELL_ENV, EngineProcess, EnvBuildError, ensure_env, free_port
 from orchestrator.spec import Timeouts, WorkloadSpec
 
 Report = Callable[[str, str], None]  # (cell_id, phase)
@@ -55,7 +55,7 @@ def run_cell(cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | Non
     port = free_port()
     engine = EngineProcess(
         argv=engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, port),
-        env=engine_env(cell.engine, cell.resources.get("cpus", 1)),
+        env=engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id},
         log_path=engine_log,
         port=port,
     )

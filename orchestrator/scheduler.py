@@ -160,10 +160,13 @@ def run_sweep(
             try:
                 outcome = ray.get(ref)
             except ray.exceptions.RayError as exc:
-                # The task itself died (worker killed, node lost): still a result.
+                # The task itself died (worker killed, node lost, a bug in vmatrix):
+                # still a recorded result, labelled so it is not blamed on the stack.
+                cause = getattr(exc, "cause", None) or exc
                 now = time.time()
-                outcome = RunOutcome(cell.id, "crashed", now, now, signature=f"task failed: {type(exc).__name__}",
-                                     message=str(exc).splitlines()[0][:300])
+                outcome = RunOutcome(cell.id, "crashed", now, now,
+                                     signature=f"task failed: {type(cause).__name__}: {cause}".splitlines()[0][:300],
+                                     message=str(exc)[:2000])
             run_id = store.record_run(sweep_id, outcome)
             result.ran.append(cell.id)
             result.run_ids[cell.id] = run_id

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from db.store import Store
 from images.recipe import patches_dir
 from orchestrator.matrix import expand
 from orchestrator.paths import cache_dir
+from orchestrator.runtimes.local import CELL_ENV
 from orchestrator.scheduler import run_sweep
 from orchestrator.spec import parse_spec
 
@@ -69,9 +69,18 @@ BROKEN_PATCH = """\
 """
 
 
-def _engine_processes() -> list[str]:
-    out = subprocess.run(["pgrep", "-af", "vllm.entrypoints.openai.api_server"], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if str(cache_dir()) in line]
+def _engine_processes(cell_ids: set[str]) -> list[int]:
+    """Live processes of engines that served these cells (tagged in their environment)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        tags = {e.split(b"=", 1)[1].decode() for e in env if e.startswith(CELL_ENV.encode() + b"=")}
+        if tags & cell_ids:
+            found.append(int(proc.name))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -168,10 +177,21 @@ def test_second_sweep_skips_everything_and_builds_nothing(sweep) -> None:
 
 
 def test_no_engine_is_left_running(sweep) -> None:
-    assert _engine_processes() == []
+    assert _engine_processes({c.id for c in sweep[0].cells}) == []
 
 
 def test_lookup_table_is_filled_by_data(sweep) -> None:
     _, store, first, _, _ = sweep
     text = render_table(lookup_table(store, ["engine"], ["prefix_caching", "speculative"], first.sweep_id), "markdown")
     assert "crashed" in text and "clean" in text and "startup_failed" in text
+
+
+def test_startup_timeout_is_recorded_and_the_engine_torn_down(sweep, tmp_path: Path) -> None:
+    """A real engine that cannot be ready in 3 s: outcome timeout, process group gone."""
+    plan = sweep[0]
+    from orchestrator.run_cell import run_cell
+    from orchestrator.spec import Timeouts
+
+    outcome = run_cell(plan.controls[0], tmp_path, Timeouts(startup_s=3, replay_s=60))
+    assert outcome.status == "timeout" and "not ready after 3 s" in outcome.message
+    assert _engine_processes({plan.controls[0].id}) == []

@@ -73,7 +73,7 @@ def _install(root: Path, recipe: EngineRecipe, log: Path) -> None:
         steps = [
             [uv, "venv", "-q", "--python", sys.executable, str(root)],
             # unsafe-best-match: torch +cpu is on a find-links folder, the rest on PyPI.
-            [uv, "pip", "install", "--compile-bytecode", "--index-strategy", "unsafe-best-match", *links, *reqs],
+            [uv, "pip", "install", "--index-strategy", "unsafe-best-match", *links, *reqs],
         ]
         if recipe.accelerator == "cpu":
             steps.append([uv, "pip", "uninstall", *CPU_UNWANTED])
@@ -167,6 +167,7 @@ def _die_with_parent() -> None:
 
 
 OWNER_ENV = "VMATRIX_ENGINE_OWNER"
+CELL_ENV = "VMATRIX_CELL"  # which cell an engine process serves: for the reaper's and tests' eyes
 
 
 def reap_orphans() -> list[int]:

@@ -1,0 +1,128 @@
+"""``vmatrix bisect``: find the release (or commit) where one cell's behaviour changed.
+
+Kept apart from cli.py so the command can be registered on the main app with one line
+(``app.command("bisect")(bisect)``). Every step is a stored cell run, so an
+interrupted bisect is resumed by running the same command again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.bisect import BisectError, BisectReport, BisectRequest, Step, format_command, run_bisect
+from orchestrator.paths import default_db, runs_dir
+
+console = Console()
+err = Console(stderr=True)
+
+ANSWER_STYLE = {"good": "green", "bad": "red", "skip": "yellow"}
+
+
+def _fail(message: str) -> None:
+    # One line, never a traceback: soft_wrap keeps Rich from breaking it at the terminal width.
+    err.print(Text("error: ", style="red") + Text(message), soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _outcome(step: Step) -> str:
+    obs = step.observation
+    if obs.unavailable:
+        return "not run"
+    if obs.verdict and obs.verdict != obs.status:
+        return obs.verdict if obs.status == "ok" else f"{obs.verdict} ({obs.status})"
+    return obs.status or "-"
+
+
+def steps_table(report: BisectReport) -> Table:
+    """The steps in evaluation order: what each version did and how it was judged."""
+    table = Table(title=f"bisect steps ({report.distribution if report.mode == 'release' else 'commits'})")
+    for col in ("step", "version" if report.mode == "release" else "commit", "verdict / status", "answer", "run",
+                "seconds", "why"):
+        table.add_column(col, overflow="fold")
+    for step in report.result.steps:
+        obs = step.observation
+        run = "-" if obs.run_id is None else f"{obs.run_id}{' (reused)' if obs.reused else ''}"
+        secs = "-" if obs.seconds is None else f"{obs.seconds:.0f}"
+        table.add_row(str(step.number), step.candidate[:12], _outcome(step),
+                      Text(step.answer, style=ANSWER_STYLE[step.answer]), run, secs, Text(step.reason[:100]))
+    return table
+
+
+def bisect(
+    matrix: Path = typer.Option(..., "--matrix", help="The matrix file whose cell to bisect."),
+    cell: str = typer.Option(..., "--cell", help="Knob filters naming one cell: prefix_caching=on,speculative=mtp"),
+    good: str = typer.Option(..., "--good", help="A release (or, with --repo, a tag/commit) that behaves well."),
+    bad: str = typer.Option(..., "--bad", help="A release (or tag/commit) that shows the problem."),
+    predicate: str = typer.Option(
+        "verdict != clean", "--predicate",
+        help="What is bad: `verdict != clean`, `status == crashed`, `decode_tps < 0.9 * good`."),
+    repo: Path | None = typer.Option(None, "--repo", help="A local vLLM clone: bisect commits between the tags."),
+    wheel_url: str | None = typer.Option(
+        None, "--wheel-url", help="Per-commit wheel: URL template with {commit}, or a wheelhouse folder."),
+    find_fix: bool = typer.Option(False, "--find-fix", help="Find the first good version after a bad one."),
+    pre: bool = typer.Option(False, "--pre", help="Include pre-releases between the ends."),
+    db: Path | None = typer.Option(None, "--db", help="Results database (default: user data dir)."),
+    address: str | None = typer.Option(None, "--address", help="Join this Ray cluster instead of starting one."),
+) -> None:
+    """Bisect one cell of MATRIX between two vLLM releases (or commits, with --repo)."""
+    from db.store import Store
+
+    req = BisectRequest(matrix=matrix, cell=cell, good=good, bad=bad, predicate=predicate, repo=repo,
+                        wheel_url=wheel_url, find_fix=find_fix, pre=pre, db=db)
+    if not matrix.is_file():
+        _fail(f"{matrix}: no such matrix file")
+    store = Store.open(db or default_db())
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[dim]{task.fields[phase]}"),
+               TimeElapsedColumn())
+    # Started by the first step only: input errors print their one line and nothing else.
+    progress = Progress(*columns, console=console, transient=True)
+    task = progress.add_task("", phase="", start=False)
+
+    def on_start(candidate: str, left: int) -> None:
+        if not progress.live.is_started:
+            progress.start()
+            progress.start_task(task)
+        progress.update(task, description=f"testing {candidate[:40]}: at most {left} step(s) left", phase="")
+
+    def on_phase(text: str) -> None:
+        progress.update(task, phase=text[:80])
+
+    def on_step(step: Step) -> None:
+        run = f"run {step.observation.run_id}" if step.observation.run_id else "no run"
+        reused = ", reused" if step.observation.reused else ""
+        console.print(Text.assemble(f"step {step.number}: {step.candidate[:12]} ",
+                                    (step.answer, ANSWER_STYLE[step.answer]),
+                                    f" ({step.reason[:100]}; {run}{reused})"))
+
+    def stop() -> None:
+        if progress.live.is_started:
+            progress.stop()
+
+    try:
+        report = run_bisect(req, store, runs_dir(), address=address, on_phase=on_phase, on_start=on_start,
+                            on_step=on_step)
+    except BisectError as exc:
+        stop()
+        _fail(str(exc))
+        return
+    except KeyboardInterrupt:
+        stop()
+        err.print("interrupted: finished steps are stored; run the same command again to resume", soft_wrap=True)
+        raise typer.Exit(130) from None
+    stop()
+
+    console.print(steps_table(report))
+    result = report.result
+    console.print(Text(report.found, style="bold"))
+    console.print(f"{len(result.steps)} steps over {len(result.candidates)} candidates "
+                  f"(bound ceil(log2 n) + 2 = {result.max_steps}); {result.engine_steps} ran engines now, "
+                  f"{len(result.steps) - result.engine_steps} reused from the results DB; {report.wall_s:.0f} s")
+    if report.continue_command:
+        console.print("continue at commit level (in a vLLM clone):")
+        console.print(Text("  " + format_command(report.continue_command)), soft_wrap=True)

@@ -1,0 +1,37 @@
+"""The command line on bad input: one line naming file, line and field; exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+
+runner = CliRunner()
+QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart.yaml"
+
+
+def test_plan_prints_cells_without_running_anything() -> None:
+    result = runner.invoke(app, ["sweep", "plan", str(QUICKSTART)])
+    assert result.exit_code == 0, result.output
+    assert "4 cells (1 controls)" in result.output
+
+
+def test_bad_matrix_is_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(QUICKSTART.read_text().replace("prefix_caching: [", "prefix_cachng: ["))
+    result = runner.invoke(app, ["sweep", "run", str(bad), "--db", str(tmp_path / "r.db")])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "axes.prefix_cachng: unknown knob" in lines[0] and "bad.yaml:" in lines[0]
+    assert not (tmp_path / "r.db").exists(), "nothing is recorded for a matrix that does not parse"
+
+
+def test_results_commands_on_an_empty_database(tmp_path: Path) -> None:
+    db = str(tmp_path / "r.db")
+    assert runner.invoke(app, ["results", "ls", "--db", db]).exit_code == 0
+    result = runner.invoke(app, ["results", "show", "abc", "--db", db])
+    assert result.exit_code == 2 and "abc" in result.output
+    result = runner.invoke(app, ["results", "table", "--db", db, "--format", "yaml"])
+    assert result.exit_code == 2 and "--format" in result.output
