@@ -28,6 +28,7 @@ from db.compare import (
     compare_groups,
     decode_by_prompt_type,
     decode_tps,
+    load_samples,
     matched,
     metric_totals,
     pair_cells,
@@ -37,7 +38,7 @@ from db.compare import (
     ttft_cold_hot,
 )
 from db.export import ExportError, export_rows, export_runs
-from db.queries import cell_results, diff_sweeps, request_timings
+from db.queries import cell_results, diff_sweeps
 from db.report import build_report, nice_ticks, render_report
 from db.store import Store
 from jobs.records import RequestRecord, Transcript
@@ -54,6 +55,7 @@ MTP2 = {"method": "mtp", "num_speculative_tokens": 2}
 PHASES = [("turn-0", ["s0", "s1", "s2"]), ("turn-1", ["s0", "s1", "s2"]), ("turn-2", ["s0", "s1", "s2"]),
           ("switch-0", ["s3"])]
 N_TOKENS = 24
+VARIANTS = ["control", "mtp", "prefix", "prefix mtp"]  # knob combinations of build_sweep, seeds by index
 
 
 def make_cell(engine: EngineRecipe, control: Cell | None = None, **knobs: Any) -> Cell:
@@ -62,15 +64,17 @@ def make_cell(engine: EngineRecipe, control: Cell | None = None, **knobs: Any) -
     return Cell(cell_id, engine, canonical, MODEL, WORKLOAD, "w1", control.id if control else None)
 
 
-def synthetic_requests(decode_scale: float = 1.0, ttft_scale: float = 1.0, seed: int = 0) -> list[RequestRecord]:
-    """Requests whose decode speed and TTFT are a base value (varying per request) times a scale."""
+def synthetic_requests(decode_scale: float = 1.0, ttft_scale: float = 1.0, seed: int = 0,
+                       hot_ttft_scale: float = 1.0) -> list[RequestRecord]:
+    """Requests whose decode speed and TTFT are a base value (varying per request) times a scale;
+    ``hot_ttft_scale`` scales TTFT after the first phase only (what a prefix cache does)."""
     rng = random.Random(seed)
     records = []
     for phase, sessions in PHASES:
         for session in sessions:
             turn = int(phase.split("-")[1]) if phase.startswith("turn") else 0
             base_tps = rng.uniform(20.0, 40.0)
-            ttft = rng.uniform(0.2, 0.6) * (2.0 if phase == "turn-0" else 1.0) * ttft_scale
+            ttft = rng.uniform(0.2, 0.6) * (2.0 if phase == "turn-0" else hot_ttft_scale) * ttft_scale
             e2e = ttft + (N_TOKENS - 1) / (base_tps * decode_scale)
             records.append(
                 RequestRecord(
@@ -136,9 +140,10 @@ DIVERGENT_EVIDENCE = {"requests": 10, "identical": 9, "divergent": [{"key": "s3/
 def build_sweep(store: Store) -> tuple[int, dict[str, Cell]]:
     """The quickstart matrix on two releases: prefix caching x MTP, one control each.
 
-    On 0.32.0 the candidate decodes at exactly 2x and prefills at 0.5x the 0.31.0 time,
-    and its prefix+MTP cell crashes (as the README's example). On 0.31.0 the prefix-only
-    cell diverges.
+    On 0.32.0 every cell decodes at exactly 2x and prefills in 0.5x the time of the same
+    cell on 0.31.0, and its prefix+MTP cell crashes (as the README's example). On 0.31.0
+    the prefix-only cell diverges. On both, MTP decodes 1.5x faster and prefix caching
+    cuts TTFT after the first phase to 0.4x; each knob combination has its own requests.
     """
     sweep = store.create_sweep("quickstart", "examples/quickstart.yaml", "name: quickstart\n")
     cells: dict[str, Cell] = {}
@@ -149,11 +154,17 @@ def build_sweep(store: Store) -> tuple[int, dict[str, Cell]]:
         cells[f"{tag} mtp"] = make_cell(engine, control, dtype="float32", speculative=MTP2)
         cells[f"{tag} prefix"] = make_cell(engine, control, dtype="float32", prefix_caching=True)
         cells[f"{tag} prefix mtp"] = make_cell(engine, control, dtype="float32", prefix_caching=True, speculative=MTP2)
-    for name, cell in cells.items():
+    for cell in cells.values():
         store.add_cell(sweep, cell)
     for name, cell in cells.items():
-        fast = name.startswith("0.32.0")
-        requests = synthetic_requests(decode_scale=2.0 if fast else 1.0, ttft_scale=0.5 if fast else 1.0)
+        engine_scale = 2.0 if name.startswith("0.32.0") else 1.0
+        variant = name.split(" ", 1)[1]
+        requests = synthetic_requests(
+            decode_scale=engine_scale * (1.5 if "mtp" in variant else 1.0),
+            ttft_scale=1.0 / engine_scale,
+            hot_ttft_scale=0.4 if "prefix" in variant else 1.0,
+            seed=VARIANTS.index(variant),
+        )
         if name == "0.32.0 prefix mtp":
             record(store, sweep, cell, Grade("crashed", CRASH), status="crashed", signature=CRASH)
         elif name.endswith("control"):
@@ -189,6 +200,8 @@ def test_matched_aligns_by_key_and_drops_failures() -> None:
     cand = RunSamples(("c", "a", "b"), ("p",) * 3, (3.0, None, 4.0), (1.0, 2.0, 3.0))
     assert matched(base, cand, "ttft_s") == ([2.0], [4.0])
     assert matched(base, cand, "decode_tps") == ([10.0, 20.0, 30.0], [2.0, 3.0, 1.0])
+    same_order = RunSamples(("c", "a", "b"), ("p",) * 3, (3.0, 1.0, 4.0), (1.0, 2.0, 3.0))
+    assert matched(cand, same_order, "decode_tps") == ((1.0, 2.0, 3.0), (1.0, 2.0, 3.0))
 
 
 @pytest.mark.parametrize("backend", ["numpy", "python"])
@@ -288,6 +301,10 @@ def test_pairing_holds_every_other_knob_equal(store: Store) -> None:
     assert pairing.unpaired_baseline == pairing.unpaired_candidate == []
     with pytest.raises(ValueError, match="same keys"):
         pair_cells(results, [CellFilter.parse("prefix_caching=off")], [CellFilter.parse("vllm=0.32.0")])
+    with pytest.raises(ValueError, match="unknown key.* prefix_cachin; use one of .*prefix_caching"):
+        pair_cells(results, [CellFilter.parse("prefix_cachin=off")], [CellFilter.parse("prefix_cachin=on")])
+    with pytest.raises(ValueError, match="matches both"):
+        pair_cells(results, [CellFilter.parse("vllm=0.32.0")], [CellFilter.parse("vllm=0.32.0")])
 
 
 def test_compare_engines(store: Store) -> None:
@@ -302,6 +319,7 @@ def test_compare_engines(store: Store) -> None:
     crashed = by_label["prefix_caching=on, speculative=mtp k=2"]
     assert (crashed.baseline_result, crashed.candidate_result, crashed.result_changed) == ("clean", "crashed", True)
     assert crashed.decode.estimate is None and crashed.decode.n == 0
+    assert not by_label["prefix_caching=off, speculative=off"].result_changed  # control -> control
     fixed = by_label["prefix_caching=on, speculative=off"]
     assert (fixed.baseline_result, fixed.candidate_result) == ("divergent", "clean")
     assert fixed.baseline_rates.prefix_hit_rate == pytest.approx(0.525)
@@ -319,11 +337,20 @@ def test_compare_reads_the_latest_run(store: Store) -> None:
     sweep, cells = build_sweep(store)
     # A rerun of the 0.32.0 control, slower this time: the comparison follows it.
     record(store, sweep, cells["0.32.0 control"], Grade("control", "rerun"), finished_at=2000.0,
-           requests=synthetic_requests(decode_scale=4.0))
+           requests=synthetic_requests(decode_scale=4.0, seed=VARIANTS.index("control")))
     result = compare_groups(store, [CellFilter.parse("vllm=0.31.0"), CellFilter.parse("speculative=off")],
                             [CellFilter.parse("vllm=0.32.0"), CellFilter.parse("speculative=off")], resamples=200)
     by_label = {p.label: p.decode.estimate for p in result.pairs}
     assert by_label == {"prefix_caching=off": pytest.approx(4.0), "prefix_caching=on": pytest.approx(2.0)}
+
+
+def test_control_to_clean_is_no_change() -> None:
+    def pair(before: str, after: str) -> compare_mod.PairResult:
+        none = compare_mod.NO_DATA
+        return compare_mod.PairResult("p", "b", "c", before, after, none, none, rates({}), rates({}))
+
+    assert not pair("control", "clean").result_changed and not pair("clean", "control").result_changed
+    assert pair("control", "divergent").result_changed and pair("clean", "crashed").result_changed
 
 
 # --- export ---------------------------------------------------------------------------
@@ -424,9 +451,10 @@ def test_cli_commands(store: Store, tmp_path: Path) -> None:
     app = cli_app()
 
     out = runner.invoke(app, ["results", "compare", "--db", db, "--baseline", "prefix_caching=off",
-                              "--candidate", "prefix_caching=on", "--resamples", "200"], terminal_width=250)
+                              "--candidate", "prefix_caching=on", "--resamples", "200"])
     assert out.exit_code == 0, out.output
-    assert "clean → crashed" in out.output and "0% → 52%" in out.output and "all 4 pairs" in out.output
+    assert "clean → crashed" in out.output and "control → divergent" in out.output and "- → 52%" in out.output
+    assert "all 4 pairs (geometric mean)" in out.output and "2 changed" in out.output
 
     out = runner.invoke(app, ["results", "compare", "--db", db, "--format", "json", "--baseline", "vllm=0.31.0",
                               "--candidate", "vllm=0.32.0", "--resamples", "200"])
@@ -444,7 +472,7 @@ def test_cli_commands(store: Store, tmp_path: Path) -> None:
 
     second = store.create_sweep("again", "b.yaml", "")
     store.add_cell(second, cells["0.32.0 control"])
-    out = runner.invoke(app, ["results", "diff", str(sweep), str(second), "--db", db], terminal_width=200)
+    out = runner.invoke(app, ["results", "diff", str(sweep), str(second), "--db", db])
     assert out.exit_code == 0, out.output
     assert "0 changed, 1 unchanged, 7 only in 1, 0 only in 2" in out.output
 
@@ -503,9 +531,20 @@ def test_nice_ticks() -> None:
     assert nice_ticks(0.0) == [0.0, 1.0]
 
 
-def test_request_timings_count_tokens_in_sql(store: Store) -> None:
-    sweep, cells = build_sweep(store)
-    run = cell_results(store, sweep)[0].run_id
-    rows = request_timings(store, [run])[run]  # type: ignore[index]
-    assert [r.n_tokens for r in rows] == [N_TOKENS] * 10 and rows[0].phase == "turn-0"
-    assert RunSamples.from_timings(rows) == RunSamples.from_records(store.requests_for(run))  # type: ignore[arg-type]
+def test_bulk_samples_equal_samples_of_records(store: Store) -> None:
+    """The SQL path (token lists counted by the database) and the Python path agree."""
+    sweep = store.create_sweep("edge cases", "e.yaml", "")
+    cell = make_cell(NEW)
+    store.add_cell(sweep, cell)
+    requests = synthetic_requests()
+    requests[1].error = "HTTP 500"
+    requests[2].token_ids = [7]  # one token: no decode speed
+    requests[3].e2e_s = requests[3].ttft_s  # no time after the first token
+    requests[4].ttft_s = None
+    run = record(store, sweep, cell, None, requests=requests)
+    samples = load_samples(store, [run, 999])
+    assert list(samples) == [run]  # runs without requests are simply absent
+    assert samples[run] == RunSamples.from_records(store.requests_for(run))
+    assert samples[run].decode_tps[1:5] == (None, None, None, None) and samples[run].ttft_s[1] is None
+    first = requests[0]
+    assert samples[run].decode_tps[0] == pytest.approx(23 / (first.e2e_s - first.ttft_s))  # type: ignore[operator]

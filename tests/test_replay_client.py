@@ -1,0 +1,118 @@
+"""``jobs.replay.send`` and ``replay`` parse what vLLM streams.
+
+The server here is benchmarks/stub_stream_server.py: a recorded-format stream in
+vLLM's chat-completion SSE shape (``token_id:N`` tokens, top logprobs,
+finish_reason on the last token, usage chunk, ``[DONE]``), with a known token
+sequence. It is not an engine and runs no model; these tests say only that the
+client reads that shape correctly, including the ways a stream can fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from jobs.records import RequestRecord, Transcript
+from jobs.replay import replay, send
+from jobs.workload import ReplayRequest, Workload
+
+_path = Path(__file__).parent.parent / "benchmarks" / "stub_stream_server.py"
+_spec = importlib.util.spec_from_file_location("stub_stream_server", _path)
+assert _spec and _spec.loader
+stub = importlib.util.module_from_spec(_spec)
+sys.modules["stub_stream_server"] = stub
+_spec.loader.exec_module(stub)
+
+REQ = ReplayRequest(key="s0/1", session="s0", turn=1, phase="turn-1",
+                    messages=(("system", "shared prefix words"), ("user", "q"), ("assistant", "a"), ("user", "next q")))
+
+
+def _send(model: str, max_tokens: int = 6, top: int = 3, **server: float) -> RequestRecord:
+    async def go() -> RequestRecord:
+        async with stub.StubServer(**server) as s, httpx.AsyncClient(timeout=10) as client:
+            return await send(client, s.base_url, model, REQ, max_tokens, top)
+
+    return asyncio.run(go())
+
+
+def test_tokens_logprobs_margins_and_finish_reason() -> None:
+    rec = _send("stub", max_tokens=6, top=3)
+    expected = [stub.token(i) for i in range(6)]
+    assert rec.error is None
+    assert rec.token_ids == [tid for tid, _, _ in expected]
+    assert rec.logprobs == [lp for _, lp, _ in expected]
+    assert rec.margins == pytest.approx([m for _, _, m in expected])
+    assert rec.finish_reason == "length"
+    assert rec.text == "".join(f" w{i}" for i in range(6))
+    assert rec.prompt_tokens == 7  # the stub counts whitespace words of the messages
+    assert (rec.key, rec.session, rec.turn, rec.phase) == ("s0/1", "s0", 1, "turn-1")
+
+
+def test_single_top_logprob_has_no_margin() -> None:
+    rec = _send("stub", max_tokens=3, top=1)
+    assert rec.margins == [None, None, None] and len(rec.token_ids) == 3
+
+
+def test_ttft_is_time_to_first_token_not_first_byte() -> None:
+    # The role chunk comes at once; the first token 80 ms later, the rest 10 ms apart.
+    rec = _send("stub", max_tokens=4, top=2, first_token_delay_s=0.08, token_delay_s=0.01)
+    assert rec.ttft_s is not None and rec.e2e_s is not None
+    assert 0.08 <= rec.ttft_s < rec.e2e_s
+    assert rec.e2e_s >= 0.08 + 3 * 0.01
+
+
+def test_http_500_becomes_error() -> None:
+    rec = _send("stub-500")
+    assert rec.error == "HTTP 500: stub: forced failure"
+    assert rec.token_ids == [] and rec.finish_reason is None and rec.e2e_s is not None
+
+
+def test_error_event_mid_stream_keeps_tokens_so_far() -> None:
+    rec = _send("stub-error-chunk")
+    assert rec.error == "stub: stream failed"
+    assert rec.token_ids == [stub.token(0)[0], stub.token(1)[0]] and rec.finish_reason is None
+
+
+def test_connection_dropped_mid_stream_is_an_error() -> None:
+    rec = _send("stub-drop")
+    assert rec.error is not None and rec.error.startswith("RemoteProtocolError")
+    assert len(rec.token_ids) == 2
+
+
+def _workload() -> Workload:
+    def r(sid: str, phase: str) -> ReplayRequest:
+        return ReplayRequest(key=f"{sid}/0", session=sid, turn=0, phase=phase, messages=(("user", "one two three"),))
+
+    return Workload(name="w", phases=(("a", (r("s0", "a"), r("s1", "a"))), ("b", (r("s2", "b"),))),
+                    max_tokens=4, top_logprobs=2)
+
+
+def _replay(model: str) -> tuple[Transcript, list[str]]:
+    seen: list[str] = []
+
+    async def go() -> Transcript:
+        async with stub.StubServer() as s:
+            return await replay(s.base_url, model, _workload(), on_phase=seen.append, timeout_s=10)
+
+    return asyncio.run(go()), seen
+
+
+def test_replay_runs_phases_in_order_with_metric_deltas() -> None:
+    transcript, seen = _replay("stub")
+    assert seen == ["a", "b"]
+    assert [r.key for r in transcript.requests] == ["s0/0", "s1/0", "s2/0"]
+    assert all(len(r.token_ids) == 4 and r.error is None for r in transcript.requests)
+    # The stub counts prompt words as prefix-cache queries: 2 requests x 3 words, then 1 x 3.
+    assert transcript.metrics["a"]["vllm:prefix_cache_queries_total"] == 6
+    assert transcript.metrics["b"]["vllm:prefix_cache_queries_total"] == 3
+
+
+def test_replay_stops_after_a_failed_phase() -> None:
+    transcript, seen = _replay("stub-500")
+    assert seen == ["a"] and len(transcript.requests) == 2
+    assert all(r.error == "HTTP 500: stub: forced failure" for r in transcript.requests)

@@ -1,0 +1,347 @@
+"""Traces: the vmatrix.trace/1 format, synthesis, importers, and their replay shape.
+
+A bad trace must be one error line naming file and line, as a bad matrix is;
+synthesis must be byte-deterministic (the trace's digest goes into cell ids);
+importers must rebuild each logged request exactly as it was sent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from images.canary import corpus
+from jobs.importers import import_openai, import_sharegpt, import_vllm_custom, segment_turns
+from jobs.traces import (
+    Phase,
+    Schedule,
+    Session,
+    SharedPrefix,
+    Trace,
+    TraceError,
+    Turn,
+    dump_trace,
+    load_trace,
+    request_messages,
+    save_trace,
+    synth_trace,
+    trace_digest,
+    trace_to_workload,
+)
+from jobs.workload import _TOKENS_PER_LINE
+from orchestrator.cli_traces import traces_app
+
+runner = CliRunner()
+cli = typer.Typer()
+cli.add_typer(traces_app, name="traces")
+
+
+def small_trace() -> Trace:
+    prefix = SharedPrefix(system="sys", tools=("read_file", {"type": "function", "function": {"name": "x"}}),
+                          persona="persona")
+    s0 = Session("s0", (Turn("u0", "a0", ("out0",)), Turn("", "a1"), Turn("u2")))
+    s1 = Session("s1", (Turn("v0", "b0"), Turn("v1")))
+    late = Session("late", (Turn("w0"),))
+    schedule = Schedule(
+        phases=(Phase("p0", (("s0", 0), ("s1", 0))), Phase("p1", (("s0", 1), ("s1", 1))),
+                Phase("p2", (("s0", 2),)), Phase("switch", (("late", 0),))),
+        restart_after=("p1",),
+    )
+    return Trace("small", prefix, (s0, s1, late), schedule)
+
+
+# ---------------------------------------------------------------- format
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    trace = small_trace()
+    save_trace(trace, tmp_path / "t.jsonl")
+    assert load_trace(tmp_path / "t.jsonl") == trace
+    text = (tmp_path / "t.jsonl").read_text()
+    assert [json.loads(line)["type"] for line in text.splitlines()] == ["header", "session", "session", "session", "schedule"]
+    assert json.loads(text.splitlines()[0])["schema"] == "vmatrix.trace/1"
+    assert trace_digest(load_trace(tmp_path / "t.jsonl")) == trace_digest(trace)
+
+
+def test_trace_to_workload_phases_keys_and_messages() -> None:
+    wl = trace_to_workload(small_trace(), max_tokens=7, top_logprobs=3)
+    assert (wl.name, wl.max_tokens, wl.top_logprobs) == ("small", 7, 3)
+    assert [(name, [r.key for r in reqs]) for name, reqs in wl.phases] == [
+        ("p0", ["s0/0", "s1/0"]), ("p1", ["s0/1", "s1/1"]), ("p2", ["s0/2"]), ("switch", ["late/0"])]
+    by_key = {r.key: r for r in wl.requests}
+    system = 'sys\ntools: read_file {"function":{"name":"x"},"type":"function"}\npersona'
+    # Turn 1 has no user text: it is fed by turn 0's tool output, sent as a tool message.
+    assert by_key["s0/1"].messages == (("system", system), ("user", "u0"), ("assistant", "a0"), ("tool", "out0"))
+    assert by_key["s0/2"].messages[-3:] == (("tool", "out0"), ("assistant", "a1"), ("user", "u2"))
+    assert by_key["late/0"].phase == "switch" and by_key["late/0"].messages == (("system", system), ("user", "w0"))
+    assert by_key["s1/1"].chat_messages()[-1] == {"role": "user", "content": "v1"}
+
+
+def _lines(tmp_path: Path, lines: list[object] | str) -> Path:
+    path = tmp_path / "bad.jsonl"
+    text = lines if isinstance(lines, str) else "".join(json.dumps(x) + "\n" for x in lines)
+    path.write_text(text)
+    return path
+
+
+def _good_lines() -> list[dict]:
+    return [json.loads(line) for line in dump_trace(small_trace()).splitlines()]
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_truncated_jsonl_names_the_bad_line(tmp_path: Path) -> None:
+    text = dump_trace(small_trace())
+    cut = text[: text.index('"id":"s1"') + 20]  # dies inside line 3
+    message = _error(_lines(tmp_path, cut))
+    assert message.startswith(f"{tmp_path / 'bad.jsonl'}:3: bad JSON")
+
+
+def test_trace_without_schedule_is_truncated(tmp_path: Path) -> None:
+    message = _error(_lines(tmp_path, _good_lines()[:-1]))
+    assert message.startswith(f"{tmp_path / 'bad.jsonl'}:4: ") and "without a schedule line" in message
+
+
+def test_unknown_schema_version(tmp_path: Path) -> None:
+    lines = _good_lines()
+    lines[0]["schema"] = "vmatrix.trace/2"
+    message = _error(_lines(tmp_path, lines))
+    assert message.startswith(f"{tmp_path / 'bad.jsonl'}:1: unknown trace schema 'vmatrix.trace/2'")
+
+
+def test_turn_without_content(tmp_path: Path) -> None:
+    lines = _good_lines()
+    lines[2]["turns"][1]["user"] = "  "  # s1 turn 1: no user text, no tool results before it
+    message = _error(_lines(tmp_path, lines))
+    assert message.startswith(f"{tmp_path / 'bad.jsonl'}:3: session 's1' turn 1 has no content")
+
+
+def test_missing_recorded_answer(tmp_path: Path) -> None:
+    lines = _good_lines()
+    lines[2]["turns"][0]["assistant"] = ""
+    message = _error(_lines(tmp_path, lines))
+    assert message.startswith(f"{tmp_path / 'bad.jsonl'}:3: session 's1' turn 0 has no recorded assistant answer")
+
+
+@pytest.mark.parametrize(
+    ("request_", "expected"),
+    [(["nobody", 0], "unknown session 'nobody'"), (["s1", 5], "names turn 5 of session 's1', which has turns 0..1")],
+)
+def test_schedule_naming_unknown_session_or_turn(tmp_path: Path, request_: list, expected: str) -> None:
+    lines = _good_lines()
+    lines[-1]["phases"][0]["requests"].append(request_)
+    message = _error(_lines(tmp_path, lines))
+    assert message.startswith(f"{tmp_path / 'bad.jsonl'}:5: phase 'p0' ") and expected in message
+
+
+def test_other_bad_shapes_name_their_line(tmp_path: Path) -> None:
+    lines = _good_lines()
+    lines[1]["turns"][0]["tool_result"] = ["typo"]
+    assert ":2: session 's0' turn 0: unknown key 'tool_result'" in _error(_lines(tmp_path, lines))
+    lines = _good_lines()
+    lines[-1]["restart_after"] = ["nope"]
+    assert ":5: restart_after names unknown phase 'nope'" in _error(_lines(tmp_path, lines))
+    lines = _good_lines()
+    assert ":1: the first line must be the header" in _error(_lines(tmp_path, lines[1:]))
+    assert ":6: nothing may follow the schedule" in _error(_lines(tmp_path, lines + [lines[1]]))
+
+
+# ---------------------------------------------------------------- synthesis
+
+
+def test_synth_is_byte_deterministic(tmp_path: Path) -> None:
+    args = ["--seed", "7", "--sessions", "2", "--turns", "3", "--prefix-tokens", "400", "--switches", "2"]
+    for out in ("a.jsonl", "b.jsonl"):
+        result = runner.invoke(cli, ["traces", "synth", str(tmp_path / out), *args])
+        assert result.exit_code == 0, result.output
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    other = runner.invoke(cli, ["traces", "synth", str(tmp_path / "c.jsonl"), *args[:1], "8", *args[2:]])
+    assert other.exit_code == 0 and (tmp_path / "c.jsonl").read_bytes() != (tmp_path / "a.jsonl").read_bytes()
+
+
+def test_synth_speaks_the_canary_language() -> None:
+    trace = synth_trace(seed=1, sessions=2, turns=3, prefix_tokens=600, switches=1)
+    system = trace.prefix.render()
+    lines = system.split("\n")
+    assert lines[0] == corpus.HEADER and lines[1] == "tools: " + " ".join(corpus.TOOLS)
+    assert len(lines) - 2 == 600 // _TOKENS_PER_LINE and all(" = " in d for d in lines[2:])
+    defs = lines[2:]
+    for s in trace.sessions:
+        for t in s.turns:
+            recall = t.user.split("\n")[-1]  # every request ends with a canary recall line...
+            name = recall.rsplit(" ", 1)[-1]
+            assert recall.startswith("turn ") and name.startswith("var_")
+            i = next(k for k, d in enumerate(defs) if d.startswith(name + " = "))
+            assert t.assistant == corpus.answer(defs, i)  # ...and its recorded answer recites it
+    # The mix rotates: code, tool output (sent with the next turn) and prose all appear.
+    users = [t.user for s in trace.sessions for t in s.turns]
+    assert any("```python" in u for u in users) and any(t.tool_results for s in trace.sessions for t in s.turns)
+    assert [p.name for p in trace.schedule.phases] == ["turn-0", "turn-1", "turn-2", "switch-0"]
+    assert trace.schedule.phases[-1].requests == (("s2", 0),)
+
+
+def test_synth_mix_and_bad_options(tmp_path: Path) -> None:
+    prose = synth_trace(seed=0, sessions=1, turns=2, prefix_tokens=100, switches=0, mix=["prose"])
+    assert not any("```" in t.user or t.tool_results for s in prose.sessions for t in s.turns)
+    result = runner.invoke(cli, ["traces", "synth", str(tmp_path / "x.jsonl"), "--mix", "code,poetry"])
+    assert result.exit_code == 2 and "unknown mix kind 'poetry'" in result.output
+    result = runner.invoke(cli, ["traces", "synth", str(tmp_path / "x.jsonl"), "--restart-after", "turn-9"])
+    assert result.exit_code == 2 and "unknown phase 'turn-9'" in result.output
+
+
+# ---------------------------------------------------------------- inspect
+
+
+def _rows(output: str) -> list[list[str]]:
+    """The body rows of a Rich table as cells."""
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if line.startswith("│")]
+
+
+def test_inspect_prints_counts_per_turn(tmp_path: Path) -> None:
+    save_trace(small_trace(), tmp_path / "t.jsonl")
+    result = runner.invoke(cli, ["traces", "inspect", str(tmp_path / "t.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "whitespace estimate" in result.output and "restart after: p1" in result.output
+    rows = _rows(result.output)
+    assert [r[:3] for r in rows] == [["s0", "0", "p0"], ["s0", "1", "p1"], ["s0", "2", "p2"], ["s1", "0", "p0"],
+                                     ["s1", "1", "p1"], ["late", "0", "switch"]]
+    # s0 turn 1: new input is turn 0's tool output (1 word); prompt = system 5 + u0 + a0 + out0.
+    assert rows[1][3:] == ["1", "1", "8"]
+
+
+def test_inspect_bad_trace_is_one_line(tmp_path: Path) -> None:
+    path = _lines(tmp_path, '{"type": "header", "schema": "vmatrix.trace/1", "na')
+    result = runner.invoke(cli, ["traces", "inspect", str(path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"{path}:1: bad JSON" in lines[0]
+
+
+def test_inspect_with_a_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `tokenizers` path, with a stand-in module (the package is optional)."""
+    import sys
+    import types
+
+    class Tok:
+        @staticmethod
+        def from_file(path: str) -> Tok:
+            assert path.endswith("tokenizer.json")
+            return Tok()
+
+        def encode(self, text: str, add_special_tokens: bool = True) -> types.SimpleNamespace:
+            return types.SimpleNamespace(ids=list(text))  # one "token" per character
+
+    monkeypatch.setitem(sys.modules, "tokenizers", types.SimpleNamespace(Tokenizer=Tok))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "tokenizer.json").write_text("{}")
+    save_trace(small_trace(), tmp_path / "t.jsonl")
+    result = runner.invoke(cli, ["traces", "inspect", str(tmp_path / "t.jsonl"), "--tokenizer", str(tmp_path / "model")])
+    assert result.exit_code == 0, result.output
+    assert "chat template not counted" in result.output and "whitespace" not in result.output
+    row = _rows(result.output)[1]
+    assert row[3:5] == ["4", "2"]  # "out0", "a1"
+
+
+# ---------------------------------------------------------------- importers
+
+
+def test_segment_turns_follows_the_agent_loop() -> None:
+    msgs = [("user", "u"), ("assistant", "call"), ("tool", "r1"), ("tool", "r2"), ("assistant", "call2"),
+            ("tool", "r3"), ("user", "u2"), ("user", "u3")]
+    assert segment_turns(msgs) == [Turn("u", "call", ("r1", "r2")), Turn("", "call2", ("r3",)), Turn("u2\n\nu3")]
+    assert segment_turns([("user", "u"), ("assistant", "call"), ("tool", "r")]) == [Turn("u", "call", ("r",)), Turn()]
+
+
+def _jsonl(path: Path, rows: list[object]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_import_openai_log(tmp_path: Path) -> None:
+    sys_a = {"role": "system", "content": "agent A"}
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "x"}'}}]}
+    a0 = [sys_a, {"role": "user", "content": "fix the bug"}]
+    a1 = a0 + [call, {"role": "tool", "tool_call_id": "c1", "content": "file x"}]
+    a2 = a1 + [{"role": "assistant", "content": "done"}, {"role": "user", "content": [{"type": "text", "text": "thanks"}]}]
+    b0 = [sys_a, {"role": "user", "content": "another agent"}]
+    other = [{"role": "system", "content": "agent B"}, {"role": "user", "content": "hi"}]
+    rows = [{"model": "m", "messages": a0, "tools": tools}, {"model": "m", "messages": other},
+            {"messages": a1, "tools": tools}, {"messages": a1, "tools": tools},  # a retry
+            {"messages": b0, "tools": tools},
+            {"request": {"messages": a2, "tools": tools}, "response": {"choices": [{"message": {"content": "bye"}}]}}]
+    trace, report = import_openai(_jsonl(tmp_path / "log.jsonl", rows))
+    assert (report.requests, report.sessions, report.skipped) == (6, 2, 2)
+    assert "--group" in report.note
+    assert trace.prefix == SharedPrefix(system="agent A", tools=tuple(tools))
+    s0, s1 = trace.sessions
+    call_text = '<tool_call>\n{"name": "read_file", "arguments": {"path": "x"}}\n</tool_call>'
+    assert s0.turns == (Turn("fix the bug", call_text, ("file x",)), Turn("", "done"), Turn("thanks", "bye"))
+    assert s1.turns == (Turn("another agent"),)
+    # Each logged request comes back as a replayed request with the same conversation.
+    wl = trace_to_workload(trace, 8, 2)
+    assert [r.key for r in wl.requests] == ["s0/0", "s1/0", "s0/1", "s0/2"]
+    roles = [role for role, _ in request_messages(trace, s0, 2)]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+    trace_b, _ = import_openai(tmp_path / "log.jsonl", group=1)
+    assert trace_b.prefix.system == "agent B" and len(trace_b.sessions) == 1
+
+
+def test_import_openai_bad_line(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"messages": [{"role": "user", "content": "a"}]}\n{"messages": [\n')
+    with pytest.raises(TraceError, match=rf"^{path}:2: bad JSON"):
+        import_openai(path)
+    _jsonl(path, [{"model": "m", "prompt": "completions, not chat"}])
+    with pytest.raises(TraceError, match=rf"^{path}:1: no `messages` array"):
+        import_openai(path)
+
+
+def test_import_sharegpt_json_array(tmp_path: Path) -> None:
+    data = [
+        {"id": "c/1", "conversations": [{"from": "human", "value": "q1"}, {"from": "gpt", "value": "r1"},
+                                         {"from": "human", "value": "q2"}, {"from": "gpt", "value": "r2"}]},
+        {"id": "c2", "conversations": [{"from": "gpt", "value": "orphan"}, {"from": "human", "value": "hello"}]},
+        {"id": "c3", "conversations": [{"from": "gpt", "value": "only an answer"}]},
+    ]
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps(data, indent=2))
+    trace, report = import_sharegpt(path)
+    assert [s.id for s in trace.sessions] == ["c_1", "c2"] and report.skipped == 1
+    assert trace.sessions[0].turns == (Turn("q1", "r1"), Turn("q2", "r2"))
+    assert trace.sessions[1].turns == (Turn("hello"),)
+    assert [p.name for p in trace.schedule.phases] == ["turn-0", "turn-1"]
+    trace, _ = import_sharegpt(path, system="shared", limit=1)
+    assert trace.prefix.render() == "shared" and len(trace.sessions) == 1
+    path.write_text(json.dumps(data, indent=2)[:-40])
+    with pytest.raises(TraceError, match=rf"^{path}:\d+: "):
+        import_sharegpt(path)
+
+
+def test_import_vllm_custom_and_cli(tmp_path: Path) -> None:
+    src = _jsonl(tmp_path / "custom.jsonl", [{"prompt": "p one"}, {"prompt": "p two"}, {"prompt": "p three"}])
+    trace, _ = import_vllm_custom(src, system="S", phase_size=2)
+    assert [s.turns for s in trace.sessions] == [(Turn("p one"),), (Turn("p two"),), (Turn("p three"),)]
+    assert [(p.name, len(p.requests)) for p in trace.schedule.phases] == [("turn-0.0", 2), ("turn-0.1", 1)]
+    (tmp_path / "sys.txt").write_text("S")
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(cli, ["traces", "import", "--format", "vllm-custom", str(src), str(out),
+                                 "--system-file", str(tmp_path / "sys.txt"), "--phase-size", "2"])
+    assert result.exit_code == 0, result.output
+    assert load_trace(out) == Trace("custom", trace.prefix, trace.sessions, trace.schedule)
+    result = runner.invoke(cli, ["traces", "import", "--format", "csv", str(src), str(out)])
+    assert result.exit_code == 2 and "--format must be one of" in result.output
+    bad = _jsonl(tmp_path / "bad.jsonl", [{"prompt": "ok"}, {"text": "no prompt"}])
+    result = runner.invoke(cli, ["traces", "import", "--format", "vllm-custom", str(bad), str(out)])
+    assert result.exit_code == 2 and f"{bad}:2: expected" in result.output
