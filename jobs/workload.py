@@ -50,6 +50,10 @@ _TOKENS_PER_LINE = 11
 
 
 def build_workload(spec: WorkloadSpec) -> Workload:
+    if spec.kind == "trace":
+        from jobs.traces import load_trace, trace_to_workload
+
+        return trace_to_workload(load_trace(spec.trace), spec.max_tokens, spec.top_logprobs)
     rng = random.Random(spec.seed)
     system, defs = corpus.system_prompt(rng, max(4, spec.prefix_tokens // _TOKENS_PER_LINE))
     # Recorded histories: each user turn asks for an identifier from the prefix, and

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from jobs.traces import TraceError
+from orchestrator.cli_traces import traces_app
 from orchestrator.matrix import Plan, describe_knobs, expand
 from orchestrator.paths import default_db, runs_dir
 from orchestrator.spec import SpecError, load_spec
@@ -22,6 +24,7 @@ canary_app = typer.Typer(no_args_is_help=True, help="The project's tiny hybrid c
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(results_app, name="results")
 app.add_typer(canary_app, name="canary")
+app.add_typer(traces_app, name="traces")
 
 console = Console()
 err = Console(stderr=True)
@@ -38,7 +41,7 @@ def _plan(path: Path) -> Plan:
     try:
         spec = load_spec(path)
         return expand(spec, str(path))
-    except SpecError as exc:
+    except (SpecError, TraceError) as exc:
         fail(str(exc))
         raise  # unreachable; keeps type checkers honest
 

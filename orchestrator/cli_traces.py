@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from jobs.traces import MIX_KINDS, Trace, TraceError, load_trace, request_messages, save_trace, synth_trace, trace_digest
+from jobs.traces import (
+    MIX_KINDS,
+    Trace,
+    TraceError,
+    load_trace,
+    request_messages,
+    save_trace,
+    synth_trace,
+    trace_digest,
+)
 
 traces_app = typer.Typer(no_args_is_help=True, help="Agent-session traces: synthesize, import, inspect.")
 
@@ -37,8 +46,8 @@ def synth(
     prefix_tokens: Annotated[int, typer.Option(help="Shared prefix size, in canary tokens (100k+ is fine).")] = 1500,
     switches: Annotated[int, typer.Option(help="Agent switches: late one-turn sessions on the warm prefix.")] = 1,
     mix: Annotated[str, typer.Option(help=f"Comma-separated request kinds, rotated: {','.join(MIX_KINDS)}.")] = ",".join(MIX_KINDS),
-    name: Annotated[Optional[str], typer.Option(help="Trace name (default: from the options).")] = None,
-    restart_after: Annotated[Optional[list[str]], typer.Option(help="Restart the engine after this phase (repeatable).")] = None,
+    name: Annotated[str | None, typer.Option(help="Trace name (default: from the options).")] = None,
+    restart_after: Annotated[list[str] | None, typer.Option(help="Restart the engine after this phase (repeatable).")] = None,
 ) -> None:
     """Write a deterministic synthetic trace in the canary's language to OUT."""
     try:
@@ -57,11 +66,11 @@ def import_(
     src: Path,
     out: Path,
     fmt: Annotated[str, typer.Option("--format", help="openai, sharegpt or vllm-custom.")] = "openai",
-    name: Annotated[Optional[str], typer.Option(help="Trace name (default: the input's file name).")] = None,
+    name: Annotated[str | None, typer.Option(help="Trace name (default: the input's file name).")] = None,
     group: Annotated[int, typer.Option(help="openai: which shared prefix, 0 = the most used.")] = 0,
-    system_file: Annotated[Optional[Path], typer.Option(help="sharegpt, vllm-custom: shared system prompt text.")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="sharegpt, vllm-custom: at most this many sessions.")] = None,
-    phase_size: Annotated[Optional[int], typer.Option(help="At most this many requests per phase.")] = None,
+    system_file: Annotated[Path | None, typer.Option(help="sharegpt, vllm-custom: shared system prompt text.")] = None,
+    limit: Annotated[int | None, typer.Option(help="sharegpt, vllm-custom: at most this many sessions.")] = None,
+    phase_size: Annotated[int | None, typer.Option(help="At most this many requests per phase.")] = None,
 ) -> None:
     """Convert SRC (a request log or a vllm bench dataset) into a trace at OUT."""
     from jobs.importers import IMPORTERS
@@ -113,7 +122,7 @@ class _Counter:
             return
         try:
             self._tok = Tokenizer.from_file(str(path))
-        except Exception as exc:  # the library raises its own exception types
+        except Exception as exc:  # noqa: BLE001 (the library raises its own exception types)
             _fail(f"{path}: cannot load tokenizer: {exc}")
         self.exact = True
         self.label = f"tokens ({path}; message text only, chat template not counted)"
@@ -130,7 +139,7 @@ class _Counter:
 @traces_app.command("inspect")
 def inspect(
     file: Path,
-    tokenizer: Annotated[Optional[Path], typer.Option(help="Model directory with tokenizer.json.")] = None,
+    tokenizer: Annotated[Path | None, typer.Option(help="Model directory with tokenizer.json.")] = None,
 ) -> None:
     """Print the sizes of FILE's shared prefix, sessions and turns, and its schedule."""
     try:

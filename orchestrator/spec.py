@@ -122,7 +122,8 @@ class WorkloadSpec(_Strict):
     """A synthetic shared-prefix agent workload (see jobs/workload.py)."""
 
     name: str = "shared-prefix"
-    kind: Literal["shared_prefix"] = "shared_prefix"
+    kind: Literal["shared_prefix", "trace"] = "shared_prefix"
+    trace: str | None = None  # kind: trace: a JSONL trace (docs/traces.md), relative to the matrix file
     seed: int = 0
     prefix_tokens: int = Field(default=1500, ge=16)
     sessions: int = Field(default=3, ge=1)
@@ -130,6 +131,12 @@ class WorkloadSpec(_Strict):
     agent_switches: int = Field(default=1, ge=0)
     max_tokens: int = Field(default=24, ge=1)
     top_logprobs: int = Field(default=2, ge=2, le=20)
+
+    @model_validator(mode="after")
+    def _trace_iff_kind(self) -> WorkloadSpec:
+        if (self.kind == "trace") != (self.trace is not None):
+            raise ValueError("`trace: FILE` goes with `kind: trace`, and only with it")
+        return self
 
 
 class Grading(_Strict):
@@ -262,6 +269,11 @@ def load_spec(path: Path, check_index: bool = True) -> MatrixSpec:
     except OSError as exc:
         raise SpecError(f"{path}: cannot read matrix file: {exc.strerror}") from None
     spec = parse_spec(text, str(path))
+    # Trace paths are relative to the matrix file, wherever vmatrix is run from.
+    workloads = [
+        w.model_copy(update={"trace": str((path.parent / w.trace).resolve())}) if w.trace else w for w in spec.workloads
+    ]
+    spec = spec.model_copy(update={"workloads": workloads})
     if check_index:
         check_releases(spec, text, str(path))
     return spec
