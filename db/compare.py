@@ -1,8 +1,9 @@
 """Candidate/baseline comparisons of recorded runs: which cells pair up, and by how much
 one side is faster, with bootstrap confidence intervals over requests.
 
-Everything above :func:`compare_groups` is pure (request samples and metric totals in,
-dataclasses out) so the statistics are unit-tested without a database or an engine.
+Everything but :func:`load_samples` and :func:`compare_groups` is pure (request samples,
+metric totals and cell rows in, dataclasses out), so it is unit-tested without a database
+or an engine.
 
 Why these statistics:
 
@@ -26,25 +27,21 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
-from db.queries import (
-    PREFIX_HITS,
-    PREFIX_QUERIES,
-    CellResult,
-    RequestTiming,
-    cell_results,
-    knob_text,
-    metric_totals_for,
-    request_timings,
-)
+from sqlalchemy import ColumnElement, case, func, select
+
+from db.models import RequestRow
+from db.queries import PREFIX_HITS, PREFIX_QUERIES, CellResult, _chunks, cell_results, knob_text, metric_totals_for
 from db.store import Store
 from jobs.records import RequestRecord
 
 try:  # numpy turns the bootstrap into a few matrix products; without it, plain Python.
     import numpy as _np
-except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
-    _np = None
+except ImportError:  # pragma: no cover - the tests monkeypatch it away instead
+    _np = None  # type: ignore[assignment]
 
 SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -71,9 +68,23 @@ def decode_tps(n_tokens: int, ttft_s: float | None, e2e_s: float | None) -> floa
     return (n_tokens - 1) / (e2e_s - ttft_s)
 
 
+def decode_tps_sql() -> ColumnElement[Any]:
+    """:func:`decode_tps` of a stored request, computed by the database (NULL for a failed
+    request): only the length of the JSON token list crosses over, not the list.
+
+    The length is taken once (parsing the JSON is most of the query's cost), and
+    ``NULLIF(max(n - 1, 0), 0)`` (SQLite's two-argument max) turns one- and no-token
+    requests into NULL.
+    """
+    r = RequestRow
+    tokens_after_first = func.nullif(func.max(func.json_array_length(r.token_ids) - 1, 0), 0)
+    return case((r.error.is_(None) & (r.e2e_s > r.ttft_s), tokens_after_first / (r.e2e_s - r.ttft_s)))
+
+
 @dataclass(frozen=True)
 class RunSamples:
-    """Per-request timing of one run, in recorded order; None where a request failed."""
+    """Per-request timing of one run, in recorded order; None where not measured (a failed
+    request, or for decode speed a request with a single token)."""
 
     keys: tuple[str, ...] = ()
     phases: tuple[str, ...] = ()
@@ -81,33 +92,53 @@ class RunSamples:
     decode_tps: tuple[float | None, ...] = ()
 
     @classmethod
-    def from_timings(cls, rows: Iterable[RequestTiming]) -> RunSamples:
+    def from_records(cls, records: Iterable[RequestRecord]) -> RunSamples:
         keys, phases, ttft, decode = [], [], [], []
-        for r in rows:
+        for r in records:
             keys.append(r.key)
             phases.append(r.phase)
             ok = r.error is None
             ttft.append(r.ttft_s if ok else None)
-            decode.append(decode_tps(r.n_tokens, r.ttft_s, r.e2e_s) if ok else None)
+            decode.append(decode_tps(len(r.token_ids), r.ttft_s, r.e2e_s) if ok else None)
         return cls(tuple(keys), tuple(phases), tuple(ttft), tuple(decode))
 
-    @classmethod
-    def from_records(cls, records: Iterable[RequestRecord]) -> RunSamples:
-        return cls.from_timings(
-            RequestTiming(r.key, r.phase, len(r.token_ids), r.ttft_s, r.e2e_s, r.error) for r in records
-        )
+
+def load_samples(store: Store, run_ids: Iterable[int]) -> dict[int, RunSamples]:
+    """Per run, the samples of its requests in recorded order, read in bulk.
+
+    Equal to ``RunSamples.from_records(store.requests_for(run))`` (the tests hold them to
+    it), without building a million records: comparing two large groups reads every
+    request of both, and that read is most of a comparison's time.
+    """
+    r = RequestRow
+    out: dict[int, RunSamples] = {}
+    with store.engine.connect() as conn:
+        for chunk in _chunks(run_ids):
+            rows = conn.execute(
+                select(r.run_id, r.key, r.phase, case((r.error.is_(None), r.ttft_s)), decode_tps_sql())
+                .where(r.run_id.in_(chunk))
+                .order_by(r.run_id, r.id)
+            ).all()
+            for run_id, group in groupby(rows, key=itemgetter(0)):
+                _, keys, phases, ttft, decode = zip(*group)
+                out[run_id] = RunSamples(keys, phases, ttft, decode)
+    return out
 
 
-def matched(baseline: RunSamples, candidate: RunSamples, metric: str) -> tuple[list[float], list[float]]:
+def matched(baseline: RunSamples, candidate: RunSamples, metric: str) -> tuple[Sequence[float], Sequence[float]]:
     """Values of ``metric`` ("ttft_s" or "decode_tps") for requests measured in both runs."""
     b_values: Sequence[float | None] = getattr(baseline, metric)
     c_values: Sequence[float | None] = getattr(candidate, metric)
+    pairs: Iterable[tuple[float | None, float | None]]
     if baseline.keys == candidate.keys:  # the usual case: same workload, same order
+        if None not in b_values and None not in c_values:  # and no failed request
+            return b_values, c_values  # type: ignore[return-value]
         pairs = zip(b_values, c_values)
     else:
         by_key = dict(zip(candidate.keys, c_values))
         pairs = ((b, by_key.get(k)) for k, b in zip(baseline.keys, b_values))
-    b_out, c_out = [], []
+    b_out: list[float] = []
+    c_out: list[float] = []
     for b, c in pairs:
         if b is not None and c is not None:
             b_out.append(b)
@@ -121,7 +152,8 @@ def prompt_type(phase: str) -> str:
     return head if sep and tail.isdigit() else phase
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
+def mean_present(values: Iterable[float | None]) -> float | None:
+    """Mean of the values that were measured; None if none was."""
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
 
@@ -131,7 +163,7 @@ def decode_by_prompt_type(samples: RunSamples) -> dict[str, float | None]:
     groups: dict[str, list[float | None]] = defaultdict(list)
     for phase, value in zip(samples.phases, samples.decode_tps):
         groups[prompt_type(phase)].append(value)
-    return {kind: _mean(values) for kind, values in groups.items()}
+    return {kind: mean_present(values) for kind, values in groups.items()}
 
 
 def ttft_cold_hot(samples: RunSamples) -> tuple[float | None, float | None]:
@@ -141,7 +173,7 @@ def ttft_cold_hot(samples: RunSamples) -> tuple[float | None, float | None]:
     first = samples.phases[0]
     cold = [t for p, t in zip(samples.phases, samples.ttft_s) if p == first]
     hot = [t for p, t in zip(samples.phases, samples.ttft_s) if p != first]
-    return _mean(cold), _mean(hot)
+    return mean_present(cold), mean_present(hot)
 
 
 # --- counters -----------------------------------------------------------------------
@@ -183,7 +215,11 @@ def rates(totals: Mapping[str, float]) -> Rates:
     hit = totals.get(PREFIX_HITS, 0.0) / queries if queries > 0 else None
     draft_tokens = totals.get(SPEC_DRAFT_TOKENS, 0.0)
     accepted = totals.get(SPEC_ACCEPTED, 0.0) / draft_tokens if draft_tokens > 0 else None
-    per_pos = {p: v for name, v in totals.items() if (p := _position(name)) is not None}
+    per_pos = {
+        p: v
+        for name, v in totals.items()
+        if name.startswith(SPEC_ACCEPTED_PER_POS) and (p := _position(name)) is not None
+    }
     drafts = totals.get(SPEC_DRAFTS) or (draft_tokens / len(per_pos) if per_pos else 0.0)
     positions = tuple(per_pos[p] / drafts for p in sorted(per_pos)) if drafts > 0 else ()
     return Rates(hit, accepted, positions)
@@ -286,7 +322,7 @@ def ratio_intervals(
         bounds = _np.quantile(reps, tails, axis=0) if pairs else _np.empty((2, 0))
         # A pair with a zero-sum resample has no usable interval (NaN, or inf from n/0).
         usable = _np.isfinite(reps).all(axis=0) & (reps > 0).all(axis=0) if pairs else _np.empty(0, bool)
-        columns = [reps[:, i] for i in range(len(pairs))]
+        columns: Any = reps  # pair i's replicates are column i
         lows, highs = bounds[0].tolist(), bounds[1].tolist()
     else:
         columns = _python_replicates(groups, pairs, resamples, seed)
@@ -303,7 +339,7 @@ def ratio_intervals(
     return per_pair, _overall(per_pair, columns, chosen, resamples, seed, tails)
 
 
-def _overall(per_pair: list[Interval], columns: Sequence[Any], chosen: list[int], resamples: int, seed: int,
+def _overall(per_pair: list[Interval], columns: Any, chosen: list[int], resamples: int, seed: int,
              tails: tuple[float, float]) -> Interval:
     if not chosen:
         return NO_DATA
@@ -313,7 +349,7 @@ def _overall(per_pair: list[Interval], columns: Sequence[Any], chosen: list[int]
     estimate = math.exp(sum(math.log(per_pair[i].estimate or 1.0) for i in chosen) / p)
     if _np is not None:
         np = _np
-        logs = np.log(np.stack([columns[i] for i in chosen], axis=1))  # resamples x p
+        logs = np.log(columns[:, chosen])  # resamples x p
         rng = np.random.default_rng([seed, 1, p])
         draws = rng.integers(0, p, size=(resamples, p))
         # Stage two: each replicate averages the pairs it drew, each at that replicate.
@@ -333,8 +369,8 @@ def _overall(per_pair: list[Interval], columns: Sequence[Any], chosen: list[int]
 # --- cell selection and pairing -----------------------------------------------------
 
 
-_ON = {"on", "true", "yes", "1"}
-_OFF = {"off", "false", "no", "none", "0", "null"}
+_ON = {"on", "true", "yes"}
+_OFF = {"off", "false", "no", "none", "null"}
 
 
 def _normal(text: str) -> str:
@@ -410,6 +446,10 @@ def pair_cells(cells: Sequence[CellResult], baseline: Sequence[CellFilter],
     keys = {f.key for f in baseline}
     if not baseline or keys != {f.key for f in candidate}:
         raise ValueError("--baseline and --candidate must name the same keys (the axis being compared)")
+    # An unset knob reads as "off", so a misspelt knob would silently match: refuse it.
+    known = {k for cell in cells for k in cell.knobs} | set(ENGINE_KEYS)
+    if unknown := sorted(keys - known):
+        raise ValueError(f"unknown key(s) {', '.join(unknown)}; use one of {', '.join(sorted(known))}")
     result = Pairing()
     sides: tuple[dict[str, CellResult], dict[str, CellResult]] = ({}, {})
     for cell in cells:  # in creation order, so later cells replace earlier ones
@@ -462,7 +502,11 @@ class PairResult:
 
     @property
     def result_changed(self) -> bool:
-        return self.baseline_result != self.candidate_result
+        # A control is correct by definition, so control -> clean is no change.
+        same = {"control": "clean"}
+        return same.get(self.baseline_result, self.baseline_result) != same.get(
+            self.candidate_result, self.candidate_result
+        )
 
 
 @dataclass(frozen=True)
@@ -493,8 +537,8 @@ def _labels(pairs: Sequence[tuple[Side, Side]]) -> list[str]:
     """Name each pair by the knobs that differ between pairs, not the ones all share."""
     knob_sets = [b.knobs for b, _ in pairs]
     engines = {b.engine for b, _ in pairs}
-    varying = [k for k in dict.fromkeys(k for ks in knob_sets for k in ks)
-               if len({json.dumps(ks.get(k), sort_keys=True) for ks in knob_sets}) > 1]
+    names = dict.fromkeys(k for ks in knob_sets for k in ks)
+    varying = [k for k in names if any(ks.get(k) != knob_sets[0].get(k) for ks in knob_sets)]
     labels = []
     for b, _ in pairs:
         parts = [b.engine] if len(engines) > 1 else []
@@ -550,13 +594,13 @@ def compare_groups(
     """Select, pair and compare cells of the store (of one sweep, or all), latest runs."""
     pairing = pair_cells(cell_results(store, sweep_id), baseline, candidate)
     run_ids = [cell.run_id for pair in pairing.pairs for cell in pair if cell.run_id is not None]
-    timings = request_timings(store, run_ids)
+    samples = load_samples(store, run_ids)
     totals = metric_totals_for(store, run_ids)
 
     def side(cell: CellResult) -> Side:
         run = cell.run_id
-        samples = RunSamples.from_timings(timings.get(run, ())) if run is not None else RunSamples()
-        return Side(cell.cell_id, cell.engine, cell.knobs, run, cell.result, samples, totals.get(run, {}))
+        found = samples.get(run, RunSamples()) if run is not None else RunSamples()
+        return Side(cell.cell_id, cell.engine, cell.knobs, run, cell.result, found, totals.get(run, {}) if run else {})
 
     return compare_sides(
         [(side(b), side(c)) for b, c in pairing.pairs],

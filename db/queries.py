@@ -11,15 +11,15 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
-from sqlalchemy import Select, String, Subquery, func, literal, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ScalarSelect, Select, String, func, literal, select
+from sqlalchemy.orm import Session, aliased
 
-from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, Sweep, SweepCell
+from db.models import CellRow, GradeRow, MetricRow, Run, Sweep, SweepCell
 from db.store import Store
 
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
@@ -85,21 +85,21 @@ class Table:
     cells: dict[tuple[str, str], str]  # (row, col) -> text; combinations no cell has are absent
 
 
-def _latest_grades() -> Subquery:
-    """Subquery: each graded run's newest grade id (highest id wins, as in the store)."""
-    return (
-        select(GradeRow.run_id, func.max(GradeRow.id).label("grade_id")).group_by(GradeRow.run_id).subquery()
-    )
+def _latest_grade_id() -> ScalarSelect[Any]:
+    """Correlated on ``Run``: that run's newest grade id (highest id wins, as in the store),
+    one probe of ``ix_grades_run_id``.
+
+    Not a join to a ``GROUP BY run_id`` subquery: SQLite plans that join well only when it
+    guesses the outer side is small, and on 10,000 runs a wrong guess (a bound parameter
+    elsewhere in the query is enough) scans the grouped subquery once per run: seconds.
+    """
+    inner = aliased(GradeRow)
+    return select(func.max(inner.id)).where(inner.run_id == Run.id).correlate(Run).scalar_subquery()
 
 
 def _with_verdicts(stmt: Select[Any]) -> Select[Any]:
     """Add the newest grade's verdict (or NULL) as a column to a select over Run."""
-    latest = _latest_grades()
-    return (
-        stmt.add_columns(GradeRow.verdict)
-        .outerjoin(latest, latest.c.run_id == Run.id)
-        .outerjoin(GradeRow, GradeRow.id == latest.c.grade_id)
-    )
+    return stmt.add_columns(GradeRow.verdict).outerjoin(GradeRow, GradeRow.id == _latest_grade_id())
 
 
 def _summary(run: Run, cell: CellRow, verdict: str | None) -> RunSummary:
@@ -188,16 +188,16 @@ def knob_text(value: Any) -> str:
     return str(value)
 
 
-def _axis_value(cell: CellRow, name: str) -> str:
+def _axis_value(cell: CellResult, name: str) -> str:
     if name == "engine":
-        return cell.engine_label
+        return cell.engine
     if name == "model":
         return cell.model_name
     # A knob a cell does not set is at its engine default, which for these toggles is off.
     return knob_text(cell.knobs.get(name))
 
 
-def _header(cell: CellRow, names: list[str]) -> str:
+def _header(cell: CellResult, names: list[str]) -> str:
     return ", ".join(_axis_value(cell, n) for n in names)
 
 
@@ -218,12 +218,12 @@ def _prefix_hit_rates(session: Session, run_ids: Iterable[int]) -> dict[int, flo
     }
 
 
-def _cell_text(run: Run | None, verdict: str | None, hit_rate: float | None) -> str:
-    if run is None:
+def _cell_text(cell: CellResult, hit_rate: float | None) -> str:
+    if cell.run_id is None:
         return "not run"
-    label = verdict or run.status
-    if run.status != "ok":
-        detail = _truncate(run.signature) if run.signature else None
+    label = cell.verdict or cell.status or "not run"
+    if cell.status != "ok":
+        detail = _truncate(cell.signature) if cell.signature else None
     else:
         detail = f"prefix hit {hit_rate:.0%}" if hit_rate is not None else None
     return f"{label} ({detail})" if detail else label
@@ -236,30 +236,15 @@ def lookup_table(store: Store, rows: list[str], cols: list[str], sweep_id: int |
     when an earlier or later sweep recorded it: cells are content-addressed, so it is the
     same experiment.
     """
-    cell_stmt = select(CellRow).order_by(CellRow.created_at, CellRow.id)
-    ranked = select(
-        Run.id,
-        func.row_number()
-        .over(partition_by=Run.cell_id, order_by=(Run.finished_at.desc(), Run.id.desc()))
-        .label("rank"),
-    )
-    if sweep_id is not None:
-        members = select(SweepCell.cell_id).where(SweepCell.sweep_id == sweep_id)
-        cell_stmt = cell_stmt.where(CellRow.id.in_(members))
-        ranked = ranked.where(Run.cell_id.in_(members))
-    latest = ranked.subquery()
-    run_stmt = _with_verdicts(select(Run).join(latest, latest.c.id == Run.id).where(latest.c.rank == 1))
-
+    cells = cell_results(store, sweep_id)
     with store.session() as session:
-        cells = session.scalars(cell_stmt).all()
-        latest_runs = {run.cell_id: (run, verdict) for run, verdict in session.execute(run_stmt)}
-        hit_rates = _prefix_hit_rates(session, (run.id for run, _ in latest_runs.values()))
+        hit_rates = _prefix_hit_rates(session, (c.run_id for c in cells if c.run_id is not None))
 
     placed = [(_header(cell, rows), _header(cell, cols), cell) for cell in cells]
     texts: dict[tuple[str, str], list[str]] = defaultdict(list)
     for row, col, cell in placed:
-        run, verdict = latest_runs.get(cell.id, (None, None))
-        texts[row, col].append(_cell_text(run, verdict, hit_rates.get(run.id) if run else None))
+        run_id = cell.run_id
+        texts[row, col].append(_cell_text(cell, hit_rates.get(run_id) if run_id is not None else None))
     # Headers in first-seen order, which follows the order the cells were added.
     return Table(
         row_keys=list(rows),
@@ -352,36 +337,19 @@ class CellResult:
         return self.verdict or self.status or "not run"
 
 
-class RequestTiming(NamedTuple):
-    """The parts of a recorded request that timing needs; token ids are counted in SQL."""
+def _latest_run_id(up_to_sweep: int | None) -> ScalarSelect[Any]:
+    """Correlated on ``CellRow``: the id of that cell's latest run, or NULL.
 
-    key: str
-    phase: str
-    n_tokens: int
-    ttft_s: float | None
-    e2e_s: float | None
-    error: str | None
-
-
-def _latest_run_per_cell(members: Select[Any] | None, up_to_sweep: int | None) -> Subquery:
-    """Each cell's latest run id, as ``cell_id, run_id`` rows with ``rank == 1``.
-
+    One probe of ``ix_runs_cell_id_finished_at`` per cell, whose order it reads backwards.
     With ``up_to_sweep`` only runs recorded by that sweep or an earlier one count, and the
     sweep's own run wins: the result that sweep showed, even if a later one reran the cell.
     """
-    order: tuple[Any, ...] = (Run.finished_at.desc(), Run.id.desc())
+    inner = aliased(Run)
+    stmt = select(inner.id).where(inner.cell_id == CellRow.id)
     if up_to_sweep is not None:
-        order = (Run.sweep_id.desc(), *order)
-    ranked = select(
-        Run.cell_id,
-        Run.id.label("run_id"),
-        func.row_number().over(partition_by=Run.cell_id, order_by=order).label("rank"),
-    )
-    if members is not None:
-        ranked = ranked.where(Run.cell_id.in_(members))
-    if up_to_sweep is not None:
-        ranked = ranked.where(Run.sweep_id <= up_to_sweep)
-    return ranked.subquery()
+        stmt = stmt.where(inner.sweep_id <= up_to_sweep).order_by(inner.sweep_id.desc())
+    stmt = stmt.order_by(inner.finished_at.desc(), inner.id.desc()).limit(1)
+    return stmt.correlate(CellRow).scalar_subquery()
 
 
 def cell_results(store: Store, sweep_id: int | None = None, as_of_sweep: bool = False) -> list[CellResult]:
@@ -389,69 +357,45 @@ def cell_results(store: Store, sweep_id: int | None = None, as_of_sweep: bool = 
 
     By default a cell's latest run counts whichever sweep recorded it, as in
     :func:`lookup_table`. ``as_of_sweep`` instead takes what ``sweep_id`` itself saw (see
-    :func:`_latest_run_per_cell`), which is what comparing two sweeps needs.
+    :func:`_latest_run_id`), which is what comparing two sweeps needs.
     """
     if as_of_sweep and sweep_id is None:
         raise ValueError("as_of_sweep needs a sweep_id")
-    members = select(SweepCell.cell_id).where(SweepCell.sweep_id == sweep_id) if sweep_id is not None else None
-    latest = _latest_run_per_cell(members, sweep_id if as_of_sweep else None)
-    grades = _latest_grades()
-    role = SweepCell.role if sweep_id is not None else literal(None, String).label("role")
+    role = SweepCell.role if sweep_id is not None else literal(None, String)
     stmt = (
         select(
-            CellRow.id, role, CellRow.engine_label, CellRow.vllm_version, CellRow.accelerator, CellRow.patches,
-            CellRow.lmcache, CellRow.model_name, CellRow.model_digest, CellRow.workload_digest, CellRow.knobs,
-            CellRow.control_id, Run.id, Run.sweep_id, Run.status, GradeRow.verdict, GradeRow.summary,
-            Run.signature, Run.message, Run.log_path, Run.timings,
+            CellRow.id.label("cell_id"), role.label("role"), CellRow.engine_label.label("engine"),
+            CellRow.vllm_version, CellRow.accelerator, CellRow.patches, CellRow.lmcache, CellRow.model_name,
+            CellRow.model_digest, CellRow.workload_digest, CellRow.knobs, CellRow.control_id,
+            Run.id.label("run_id"), Run.sweep_id.label("run_sweep_id"), Run.status, GradeRow.verdict,
+            GradeRow.summary.label("grade_summary"), Run.signature, Run.message, Run.log_path, Run.timings,
         )
         .select_from(CellRow)
-        .outerjoin(latest, (latest.c.cell_id == CellRow.id) & (latest.c.rank == 1))
-        .outerjoin(Run, Run.id == latest.c.run_id)
-        .outerjoin(grades, grades.c.run_id == Run.id)
-        .outerjoin(GradeRow, GradeRow.id == grades.c.grade_id)
+        .outerjoin(Run, Run.id == _latest_run_id(sweep_id if as_of_sweep else None))
+        .outerjoin(GradeRow, GradeRow.id == _latest_grade_id())
         .order_by(CellRow.created_at, CellRow.id)
     )
     if sweep_id is not None:
         stmt = stmt.join(SweepCell, (SweepCell.cell_id == CellRow.id) & (SweepCell.sweep_id == sweep_id))
-    with store.session() as session:
-        return [CellResult(*row) for row in session.execute(stmt)]
+    # A plain connection: these are plain columns, and at 10,000 cells the ORM's per-row
+    # handling is a good part of the time.
+    with store.engine.connect() as conn:
+        return [CellResult(**row._mapping) for row in conn.execute(stmt)]
 
 
 def _chunks(ids: Iterable[int], size: int = 5000) -> Iterable[list[int]]:
-    # Bound the number of bound parameters per statement: older SQLite builds allow 999.
+    # Stay under SQLite's limit on parameters per statement (32,766 since 3.32) on any store.
     ids = list(dict.fromkeys(ids))
     for start in range(0, len(ids), size):
         yield ids[start : start + size]
 
 
-def request_timings(store: Store, run_ids: Iterable[int]) -> dict[int, list[RequestTiming]]:
-    """Per run, its requests' timing in recorded order.
-
-    Only lengths of the JSON token lists are read (``json_array_length`` in SQL): decoding
-    a million token lists in Python would be most of the time a comparison takes.
-    """
-    out: dict[int, list[RequestTiming]] = defaultdict(list)
-    with store.session() as session:
-        for chunk in _chunks(run_ids):
-            rows = session.execute(
-                select(
-                    RequestRow.run_id, RequestRow.key, RequestRow.phase, func.json_array_length(RequestRow.token_ids),
-                    RequestRow.ttft_s, RequestRow.e2e_s, RequestRow.error,
-                )
-                .where(RequestRow.run_id.in_(chunk))
-                .order_by(RequestRow.run_id, RequestRow.id)
-            )
-            for run_id, *rest in rows:
-                out[run_id].append(RequestTiming(*rest))
-    return dict(out)
-
-
 def metric_totals_for(store: Store, run_ids: Iterable[int]) -> dict[int, dict[str, float]]:
     """Per run, each counter summed over the run's phases (in SQL)."""
     out: dict[int, dict[str, float]] = defaultdict(dict)
-    with store.session() as session:
+    with store.engine.connect() as conn:
         for chunk in _chunks(run_ids):
-            for run_id, name, value in session.execute(
+            for run_id, name, value in conn.execute(
                 select(MetricRow.run_id, MetricRow.name, func.sum(MetricRow.value))
                 .where(MetricRow.run_id.in_(chunk))
                 .group_by(MetricRow.run_id, MetricRow.name)
@@ -462,12 +406,13 @@ def metric_totals_for(store: Store, run_ids: Iterable[int]) -> dict[int, dict[st
 
 def latest_grades_for(store: Store, run_ids: Iterable[int]) -> dict[int, GradeDetail]:
     """Each run's newest grade, evidence included."""
-    latest = _latest_grades()
     out: dict[int, GradeDetail] = {}
     with store.session() as session:
         for chunk in _chunks(run_ids):
             for g in session.scalars(
-                select(GradeRow).join(latest, latest.c.grade_id == GradeRow.id).where(GradeRow.run_id.in_(chunk))
+                select(GradeRow)
+                .join(Run, Run.id == GradeRow.run_id)
+                .where(Run.id.in_(chunk), GradeRow.id == _latest_grade_id())
             ):
                 out[g.run_id] = GradeDetail(g.id, g.verdict, g.summary, g.evidence, g.control_run_id, g.created_at)
     return out
@@ -515,8 +460,8 @@ def diff_sweeps(store: Store, sweep_a: int, sweep_b: int) -> SweepDiff:
     """Cells of both sweeps whose result changed, and cells only one of them has.
 
     Cells match by id, i.e. by everything that can change an outcome; so a cell's result
-    can only change between sweeps through a rerun, and each side is the result as of its
-    sweep (:func:`cell_results` with ``as_of_sweep``).
+    changes between sweeps only through a rerun (or a regrade), and each side is the result
+    as of its sweep (:func:`cell_results` with ``as_of_sweep``).
     """
     for sweep in (sweep_a, sweep_b):
         sweep_info(store, sweep)  # a clear error for a sweep that does not exist

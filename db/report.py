@@ -14,11 +14,18 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from db.compare import RunSamples, Rates, decode_by_prompt_type, rates, ttft_cold_hot
+from db.compare import (
+    Rates,
+    RunSamples,
+    decode_by_prompt_type,
+    load_samples,
+    mean_present,
+    rates,
+    ttft_cold_hot,
+)
 from db.queries import (
     CellResult,
     GradeDetail,
@@ -29,7 +36,6 @@ from db.queries import (
     latest_grades_for,
     lookup_table,
     metric_totals_for,
-    request_timings,
     sweep_info,
 )
 from db.store import Store
@@ -51,7 +57,7 @@ RESULT_COLORS = {
 SERIES_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
 
 # Bar chart geometry, in SVG user units (= CSS px at 100%).
-LABEL_W = 330
+LABEL_W = 430
 PLOT_W = 560
 VALUE_W = 80
 BAR_H = 14
@@ -104,7 +110,7 @@ def nice_ticks(maximum: float, count: int = 5) -> list[float]:
     return [i * step for i in range(math.ceil(maximum / step - 1e-9) + 1)]
 
 
-def _short(text: str, width: int = 52) -> str:
+def _short(text: str, width: int = 66) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -114,6 +120,7 @@ def bar_chart(
     series: list[str],
     fmt: str = "{:.1f}",
     maximum: float | None = None,
+    tick_fmt: str = "{:g}",
 ) -> BarChart | None:
     """Lay out one bar per (row, series); None where no row has any value to show."""
     values = [v for _, by_series in rows for v in by_series.values() if v is not None]
@@ -149,7 +156,7 @@ def bar_chart(
         plot_w=PLOT_W,
         axis_y=axis_y,
         groups=groups,
-        ticks=[(LABEL_W + t * scale, fmt.format(t)) for t in ticks],
+        ticks=[(LABEL_W + t * scale, tick_fmt.format(round(t, 12))) for t in ticks],
         legend=list(colors.items()),
     )
 
@@ -163,7 +170,7 @@ class CellView:
     knobs: str
     color: str
     requests: int
-    failed: int
+    unanswered: int  # requests without a first token: failed, or cut off
     ttft_mean: float | None
     ttft_cold: float | None
     ttft_hot: float | None
@@ -210,11 +217,6 @@ def _knobs_text(cell: CellResult, names: list[str]) -> str:
     return ", ".join(f"{n}={knob_text(cell.knobs.get(n))}" for n in names) or "defaults"
 
 
-def _mean(values: tuple[float | None, ...]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
-
-
 def _view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[str, float],
           grade: GradeDetail | None) -> CellView:
     knobs = _knobs_text(cell, axes)
@@ -226,11 +228,11 @@ def _view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[s
         knobs=knobs,
         color=RESULT_COLORS.get(cell.result, "#ffffff"),
         requests=len(samples.keys),
-        failed=sum(t is None for t in samples.ttft_s),
-        ttft_mean=_mean(samples.ttft_s),
+        unanswered=sum(t is None for t in samples.ttft_s),
+        ttft_mean=mean_present(samples.ttft_s),
         ttft_cold=cold,
         ttft_hot=hot,
-        decode_mean=_mean(samples.decode_tps),
+        decode_mean=mean_present(samples.decode_tps),
         decode_by_type=decode_by_prompt_type(samples),
         rates=rates(totals),
         grade=grade,
@@ -264,6 +266,7 @@ def _charts(views: list[CellView]) -> list[BarChart]:
         names,
         fmt="{:.0%}",
         maximum=1.0,
+        tick_fmt="{:.0%}",
     )
     return [c for c in (decode, acceptance, ttft) if c is not None]
 
@@ -273,14 +276,14 @@ def build_report(store: Store, sweep_id: int) -> Report:
     cells = cell_results(store, sweep_id)
     axes = varying_knobs(cells)
     run_ids = [c.run_id for c in cells if c.run_id is not None]
-    timings = request_timings(store, run_ids)
+    samples = load_samples(store, run_ids)
     totals = metric_totals_for(store, run_ids)
     grades = latest_grades_for(store, [c.run_id for c in cells if c.run_id and c.result not in UNREMARKABLE])
     views = [
         _view(
             c,
             axes,
-            RunSamples.from_timings(timings.get(c.run_id, ())) if c.run_id is not None else RunSamples(),
+            samples.get(c.run_id, RunSamples()) if c.run_id is not None else RunSamples(),
             totals.get(c.run_id, {}) if c.run_id is not None else {},
             grades.get(c.run_id) if c.run_id is not None else None,
         )

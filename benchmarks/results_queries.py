@@ -1,0 +1,220 @@
+"""How fast are the results queries on a large store? (issue 4)
+
+Fills a fresh SQLite store (built through the migrations, as ``Store.open`` does) with
+synthetic recorded results: 2 engines x 5,000 knob combinations = 10,000 cells, one
+run each, 100 requests per run = 1,000,000 request rows, plus per-phase counters and a
+grade per run. Rows go in with SQLAlchemy core ``insert()`` executemany, one
+transaction per table. Then it times, best and median of ``--repeat``:
+
+* ``lookup_table`` over all 10,000 cells (engine rows x prefix_caching, speculative),
+  and for the sweep;
+* ``compare_groups`` of engine A vs engine B: 5,000 pairs, every request of both sides
+  read, 1,000 bootstrap resamples per pair, plus the overall interval; and its parts
+  (the cells, the requests, the counters, the statistics alone).
+
+Synthetic data, not engine runs: the numbers say how fast the queries are, nothing
+about any engine. Results are written up in ``docs/BENCHMARKS.md``.
+
+Run from the repository root:
+
+    python benchmarks/results_queries.py            # a temporary 0.54 GiB database
+    python benchmarks/results_queries.py --db /tmp/bench.db --keep   # reuse it next time
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sqlalchemy import func, insert, select  # noqa: E402
+
+from db.compare import CellFilter, Side, compare_groups, compare_sides, load_samples  # noqa: E402
+from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, SweepCell  # noqa: E402
+from db.queries import cell_results, lookup_table, metric_totals_for  # noqa: E402
+from db.store import Store  # noqa: E402
+from orchestrator.cells import Cell, EngineRecipe  # noqa: E402
+from orchestrator.spec import Knobs  # noqa: E402
+
+ENGINES = (EngineRecipe(vllm="0.27.1"), EngineRecipe(vllm="0.28.0"))
+SPECULATIVE = (None, *({"method": "mtp", "num_speculative_tokens": k} for k in (1, 2, 3)),
+               {"method": "ngram", "num_speculative_tokens": 4})
+BLOCK_SIZES = (16, 32, 64, 128, 256)
+BATCHED_TOKENS = tuple(512 * i for i in range(1, 101))  # 2 x 5 x 5 x 100 = 5,000 combinations
+SESSIONS, TURNS = 10, 9  # 90 turn requests + 10 agent switches = 100 requests per run
+PHASES = [(f"turn-{t}", [f"s{s}/{t}" for s in range(SESSIONS)]) for t in range(TURNS)] + [
+    (f"switch-{k}", [f"s{SESSIONS + k}/0"]) for k in range(10)
+]
+MODEL_DIGEST = "m" * 64
+BATCH = 50_000
+
+
+def knob_sets() -> list[dict[str, Any]]:
+    return [
+        Knobs.model_validate(
+            {"prefix_caching": p, "speculative": s, "block_size": b, "max_num_batched_tokens": t}
+        ).canonical()
+        for p, s, b, t in itertools.product((False, True), SPECULATIVE, BLOCK_SIZES, BATCHED_TOKENS)
+    ]
+
+
+def batched(rows: Iterator[dict[str, Any]], size: int = BATCH) -> Iterator[list[dict[str, Any]]]:
+    while chunk := list(itertools.islice(rows, size)):
+        yield chunk
+
+
+def fill(store: Store, seed: int = 0) -> int:
+    """Insert the synthetic sweep; returns its id."""
+    rng = random.Random(seed)
+    sweep_id = store.create_sweep("bench", "benchmarks/results_queries.py", "synthetic\n")
+    now = time.time()
+    cells = []
+    for engine in ENGINES:
+        for knobs in knob_sets():
+            cell_id = Cell.make_id(engine, knobs, MODEL_DIGEST, "w1")
+            cells.append((cell_id, engine, knobs))
+    with store.engine.begin() as conn:
+        conn.execute(insert(CellRow), [
+            {"id": cid, "engine_label": e.label, "env_id": e.env_id, "vllm_version": e.vllm,
+             "accelerator": e.accelerator, "patches": None, "lmcache": None, "knobs": k,
+             "model_digest": MODEL_DIGEST, "model_name": "canary:tiny-qwen3next", "workload_digest": "w1",
+             "spec": {"id": cid, "knobs": k}, "control_id": None, "created_at": now + i}
+            for i, (cid, e, k) in enumerate(cells)
+        ])
+        conn.execute(insert(SweepCell), [{"sweep_id": sweep_id, "cell_id": cid, "role": "cell"} for cid, _, _ in cells])
+        conn.execute(insert(Run), [
+            {"id": run_id, "cell_id": cid, "sweep_id": sweep_id, "status": "ok", "signature": None, "message": None,
+             "fingerprint": {"vllm": e.vllm}, "timings": {"total_s": 300.0}, "log_path": f"/logs/{cid}.log",
+             "node": "n1", "gpu_ids": [], "started_at": now, "finished_at": now + run_id}
+            for run_id, (cid, e, _) in enumerate(cells, start=1)
+        ])
+        conn.execute(insert(GradeRow), [
+            {"run_id": run_id, "control_run_id": None, "verdict": rng.choice(("clean", "clean", "divergent")),
+             "summary": "synthetic", "evidence": {}, "created_at": now}
+            for run_id in range(1, len(cells) + 1)
+        ])
+
+    def requests() -> Iterator[dict[str, Any]]:
+        for run_id, (_, engine, knobs) in enumerate(cells, start=1):
+            speed = 30.0 * (1.3 if engine.vllm == "0.28.0" else 1.0) * (1.4 if knobs["speculative"] else 1.0)
+            for phase, keys in PHASES:
+                for key in keys:
+                    n = rng.randint(16, 24)
+                    ttft = rng.uniform(0.1, 0.8)
+                    session, turn = key.split("/")
+                    yield {"run_id": run_id, "key": key, "session": session, "turn": int(turn), "phase": phase,
+                           "prompt_tokens": 1500 + 50 * int(turn), "token_ids": [rng.randrange(50_000)] * n,
+                           "logprobs": [-0.5] * n, "margins": [1.0] * n, "text": "t" * n, "finish_reason": "length",
+                           "ttft_s": ttft, "e2e_s": ttft + (n - 1) / (speed * rng.uniform(0.8, 1.2)), "error": None}
+
+    def metrics() -> Iterator[dict[str, Any]]:
+        for run_id, (_, _, knobs) in enumerate(cells, start=1):
+            spec = knobs["speculative"]
+            for phase, keys in PHASES:
+                names: dict[str, float] = {}
+                if knobs["prefix_caching"]:
+                    names |= {"vllm:prefix_cache_queries_total": 1600.0 * len(keys),
+                              "vllm:prefix_cache_hits_total": 1100.0 * len(keys)}
+                if spec:
+                    k, drafts = spec["num_speculative_tokens"], 50.0 * len(keys)
+                    per_pos = {f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={p}}}":
+                               drafts * 0.7 / (p + 1) for p in range(k)}
+                    names |= per_pos | {"vllm:spec_decode_num_drafts_total": drafts,
+                                        "vllm:spec_decode_num_draft_tokens_total": drafts * k,
+                                        "vllm:spec_decode_num_accepted_tokens_total": sum(per_pos.values())}
+                for name, value in names.items():
+                    yield {"run_id": run_id, "phase": phase, "name": name, "value": value}
+
+    for table, rows in ((RequestRow, requests()), (MetricRow, metrics())):
+        with store.engine.begin() as conn:
+            for chunk in batched(rows):
+                conn.execute(insert(table), chunk)
+    store.finish_sweep(sweep_id)
+    return sweep_id
+
+
+def timed(label: str, fn: Callable[[], Any], repeat: int) -> Any:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    print(f"{label:<58} best {min(times):6.3f} s   median {statistics.median(times):6.3f} s", flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", type=Path, help="database file (default: a temporary one)")
+    parser.add_argument("--keep", action="store_true", help="keep and reuse --db instead of deleting it")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--resamples", type=int, default=1000)
+    args = parser.parse_args()
+
+    tmp = None if args.db else tempfile.TemporaryDirectory(prefix="vmatrix-bench-")
+    path = args.db or Path(tmp.name) / "bench.db"  # type: ignore[union-attr]
+    fresh = not path.exists()
+    store = Store.open(path)
+    try:
+        if fresh:
+            start = time.perf_counter()
+            fill(store)
+            print(f"filled {path} in {time.perf_counter() - start:.0f} s ({path.stat().st_size / 2**30:.2f} GiB)")
+        with store.engine.connect() as conn:
+            counts = {t.__tablename__: conn.execute(select(func.count()).select_from(t)).scalar()
+                      for t in (CellRow, Run, RequestRow, MetricRow)}
+        print("rows:", ", ".join(f"{n:,} {name}" for name, n in counts.items()), flush=True)
+        # How much CPU this process gets: the project machine's 2 cores are often shared.
+        start = time.perf_counter()
+        sum(range(10**7))
+        print(f"calibration: sum(range(10**7)) {time.perf_counter() - start:.3f} s; "
+              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
+
+        table = timed("lookup_table (engine x prefix_caching, speculative)",
+                      lambda: lookup_table(store, ["engine"], ["prefix_caching", "speculative"]), args.repeat)
+        assert len(table.rows) == 2 and len(table.cols) == 10
+        timed("lookup_table, sweep_id given",
+              lambda: lookup_table(store, ["engine"], ["prefix_caching", "speculative"], sweep_id=1), args.repeat)
+
+        a, b = [CellFilter("vllm", e.vllm) for e in ENGINES]
+        result = timed(f"compare_groups vllm={a.value} vs {b.value} (end to end)",
+                       lambda: compare_groups(store, [a], [b], resamples=args.resamples), args.repeat)
+        print(f"  {len(result.pairs):,} pairs; decode ratio {result.decode.estimate:.3f} "
+              f"[{result.decode.low:.3f}, {result.decode.high:.3f}], "
+              f"TTFT ratio {result.ttft.estimate:.3f} [{result.ttft.low:.3f}, {result.ttft.high:.3f}]")
+
+        cells = timed("  part: cell_results (all cells, latest runs)", lambda: cell_results(store), args.repeat)
+        run_ids = [c.run_id for c in cells if c.run_id is not None]
+        samples = timed("  part: load_samples (1,000,000 requests)", lambda: load_samples(store, run_ids),
+                        args.repeat)
+        totals = timed("  part: metric_totals_for", lambda: metric_totals_for(store, run_ids), args.repeat)
+        by_engine: dict[str, dict[str, Side]] = {}
+        for c in cells:
+            side = Side(c.cell_id, c.engine, c.knobs, c.run_id, c.result,
+                        samples[c.run_id], totals.get(c.run_id, {}))  # type: ignore[index]
+            by_engine.setdefault(c.vllm_version, {})[str(sorted(c.knobs.items()))] = side
+        base, cand = (by_engine[e.vllm] for e in ENGINES)
+        pairs = [(base[k], cand[k]) for k in base]
+        timed("  part: compare_sides (statistics only, 5,000 pairs)",
+              lambda: compare_sides(pairs, resamples=args.resamples), args.repeat)
+    finally:
+        store.close()
+        if tmp is not None:
+            tmp.cleanup()
+        elif not args.keep:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
