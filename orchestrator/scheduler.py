@@ -24,7 +24,7 @@ from orchestrator.cells import Cell, Grade, RunOutcome
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import run_cell
 from orchestrator.runtimes.local import ensure_env, reap_orphans
-from orchestrator.spec import Timeouts
+from orchestrator.spec import Grading, Timeouts
 
 FINAL = ("ok", "startup_failed", "crashed", "timeout")
 
@@ -83,7 +83,7 @@ def prepare_model(plan: Plan, log_dir: Path) -> None:
     raise SweepError(f"cannot build canary '{plan.spec.model.canary}': no engine venv builds ({'; '.join(errors)})")
 
 
-def grade_cell(store: Store, cell: Cell, outcome: RunOutcome, tie_margin: float) -> Grade:
+def grade_cell(store: Store, cell: Cell, outcome: RunOutcome, grading: Grading) -> Grade:
     """Turn a recorded outcome into a verdict, against the control's latest run."""
     if outcome.status != "ok":
         return Grade(outcome.status, outcome.signature or outcome.message or outcome.status)
@@ -96,7 +96,9 @@ def grade_cell(store: Store, cell: Cell, outcome: RunOutcome, tie_margin: float)
         return Grade("ungraded", f"control {control.status}: {control.signature or ''}".strip(), control_run_id=control.id)
     assert outcome.transcript is not None
     control_tx = Transcript(store.requests_for(control.id), store.metrics_for(control.id))
-    verdict, summary, evidence = grade_transcripts(outcome.transcript, control_tx, tie_margin)
+    verdict, summary, evidence = grade_transcripts(
+        outcome.transcript, control_tx, grading.tie_margin, grading.max_tie_flip_fraction
+    )
     return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
 
 
@@ -178,7 +180,7 @@ def run_sweep(
                 if c.control_id in running and ungraded[cid][1].status == "ok":
                     continue
                 rid, out = ungraded.pop(cid)
-                grade = grade_cell(store, c, out, plan.spec.grading.tie_margin)
+                grade = grade_cell(store, c, out, plan.spec.grading)
                 store.record_grade(rid, grade)
                 say(cid, f"graded {grade.verdict}")
             result.driver_s[cell.id] = time.monotonic() - t_ready

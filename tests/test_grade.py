@@ -50,3 +50,15 @@ def test_divergence_at_a_near_tie_is_a_tie_flip_not_corruption() -> None:
     assert "1 tie flip(s)" in summary
     verdict, _, _ = grade_transcripts(tx([1, 7, 3]), control, tie_margin=0.001)
     assert verdict == "divergent"
+
+
+def test_many_near_tie_flips_are_more_than_noise() -> None:
+    """Recorded shape of the positive control on the CPU engine: most requests flip at ties."""
+    control = tx([1, 2], [3, 4], [5, 6], [7, 8])
+    for r in control.requests:
+        r.margins = [0.03125, 2.0]
+    cell = tx([9, 2], [9, 4], [9, 6], [7, 8])
+    verdict, summary, _ = grade_transcripts(cell, control, tie_margin=0.04, max_tie_flip_fraction=0.25)
+    assert verdict == "divergent" and "3/4 requests flip at near-ties" in summary
+    verdict, _, _ = grade_transcripts(tx([9, 2], [3, 4], [5, 6], [7, 8]), control, 0.04, 0.25)
+    assert verdict == "clean"
