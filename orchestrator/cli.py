@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from jobs.traces import TraceError
+from orchestrator.cli_bisect import bisect
 from orchestrator.cli_results import report, results_extra
 from orchestrator.cli_traces import traces_app
 from orchestrator.matrix import Plan, describe_knobs, expand
@@ -28,6 +29,7 @@ app.add_typer(canary_app, name="canary")
 app.add_typer(traces_app, name="traces")
 results_app.registered_commands.extend(results_extra.registered_commands)  # compare, export, diff
 app.command("report")(report)
+app.command("bisect")(bisect)
 
 console = Console()
 err = Console(stderr=True)
