@@ -643,15 +643,12 @@ class SweepEvaluator:
 
     def ready(self, candidate: str) -> bool:
         """Whether the candidate's engine venv is already built (no install needed)."""
-        from orchestrator.paths import cache_dir
-        from orchestrator.runtimes.local import _MARKER  # no public "is built" helper yet
+        from orchestrator.runtimes.local import env_ready
 
         try:
-            recipe = self.cells_for(candidate)[0].engine
+            return env_ready(self.cells_for(candidate)[0].engine)
         except BisectError:
             return False
-        marker = cache_dir() / "envs" / recipe.env_id / _MARKER
-        return marker.is_file() and '"error"' not in marker.read_text()[:200]
 
     def prefetch(self, candidates: list[str]) -> None:
         """Build these candidates' venvs in background threads while a step runs."""
@@ -853,15 +850,17 @@ def run_bisect(
                                on_phase=on_phase, run_sweep=run_sweep, ensure_env=ensure_env)
 
     def evaluate(cands: list[str]) -> list[Observation]:
-        usable = []
+        # A candidate without a cell (no wheel for a commit; an `exclude` rule that drops
+        # the cell for that release) cannot answer: a skip, with the reason.
+        usable, missing = [], {}
         for cand in cands:
             try:
                 cells_for(cand)
                 usable.append(cand)
-            except BisectError:
-                pass
+            except BisectError as exc:
+                missing[cand] = str(exc)
         observed = {o.candidate: o for o in evaluator(usable)} if usable else {}
-        return [observed.get(c) or Observation(c, unavailable="no wheel for this commit") for c in cands]
+        return [observed.get(c) or Observation(c, unavailable=missing.get(c, "not run")) for c in cands]
 
     try:
         result = search(candidates, evaluate, predicate, find_fix=req.find_fix, ready=evaluator.ready,

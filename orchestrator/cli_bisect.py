@@ -115,6 +115,15 @@ def bisect(
         stop()
         err.print("interrupted: finished steps are stored; run the same command again to resume", soft_wrap=True)
         raise typer.Exit(130) from None
+    except Exception as exc:
+        # Ray itself failing under a step (e.g. its processes were stopped) is not the
+        # stack's result; say so in one line, since the finished steps are kept.
+        if not type(exc).__module__.startswith("ray."):
+            raise
+        stop()
+        _fail(f"Ray failed during a step ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+              "finished steps are stored: run the same command again to resume")
+        return
     stop()
 
     console.print(steps_table(report))

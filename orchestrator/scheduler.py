@@ -19,7 +19,7 @@ import ray
 from db.store import Store
 from jobs.grade import grade_transcripts
 from jobs.records import Transcript
-from orchestrator.canary import ensure_canary
+from orchestrator.canary import canary_dir, ensure_canary
 from orchestrator.cells import Cell, Grade, RunOutcome
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import run_cell
@@ -67,12 +67,11 @@ Listener = Callable[[str, str], None]  # (cell_id, phase or final verdict)
 
 def prepare_model(plan: Plan, log_dir: Path) -> None:
     """Build the canary (if the matrix uses one) with the first buildable engine venv."""
-    if plan.spec.model.canary is None:
+    if plan.spec.model.canary is None or (canary_dir(plan.spec.model.canary) / "config.json").is_file():
         return
     errors = []
-    for cell in plan.cells:
-        if cell.engine.patches:
-            continue
+    # Prefer a stock engine's venv: a patch set may break the builder's imports.
+    for cell in sorted(plan.cells, key=lambda c: c.engine.patches is not None):
         try:
             env = ensure_env(cell.engine, log_dir / f"env-{cell.engine.env_id}.log")
         except Exception as exc:  # noqa: BLE001 - try the next recipe, report all at the end

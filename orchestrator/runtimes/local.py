@@ -119,6 +119,16 @@ def _freeze(root: Path) -> list[str]:
     return sorted(line for line in out.splitlines() if line and not line.startswith("#"))
 
 
+def env_root(recipe: EngineRecipe) -> Path:
+    return cache_dir() / "envs" / recipe.env_id
+
+
+def env_ready(recipe: EngineRecipe) -> bool:
+    """True if the recipe's venv is built (a recorded build failure counts as not ready)."""
+    marker = env_root(recipe) / _MARKER
+    return marker.is_file() and "error" not in json.loads(marker.read_text())
+
+
 def ensure_env(recipe: EngineRecipe, log: Path) -> EngineEnv:
     """Return the recipe's venv, building it first if the cache lacks it.
 
@@ -126,9 +136,8 @@ def ensure_env(recipe: EngineRecipe, log: Path) -> EngineEnv:
     the marker, so the other cells of the same recipe fail fast with the same
     message instead of rebuilding.
     """
-    envs = cache_dir() / "envs"
-    envs.mkdir(parents=True, exist_ok=True)
-    root = envs / recipe.env_id
+    root = env_root(recipe)
+    root.parent.mkdir(parents=True, exist_ok=True)
     marker = root / _MARKER
     with FileLock(str(root) + ".lock"):
         if marker.is_file():
