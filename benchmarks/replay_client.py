@@ -46,7 +46,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.records import RequestRecord
-from jobs.replay import _error_message, _token_id, replay, send
+from jobs.replay import _error_message, apply_chunk, replay, send
 from jobs.traces import synth_trace, trace_to_workload
 from jobs.workload import ReplayRequest, Workload
 
@@ -150,32 +150,9 @@ async def lean_send(
                 for event in events:
                     if not event.startswith(b"data: ") or event == b"data: [DONE]":
                         continue
-                    chunk = loads(event[6:])
-                    if chunk.get("error"):
-                        rec.error = _error_message(json.dumps(chunk))
+                    if not apply_chunk(rec, loads(event[6:]), text, t0):
                         done = True
                         break
-                    if chunk.get("usage"):
-                        rec.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
-                    for choice in chunk.get("choices", ()):
-                        items = (choice.get("logprobs") or {}).get("content") or ()
-                        if items and rec.ttft_s is None:
-                            rec.ttft_s = time.perf_counter() - t0
-                        for item in items:
-                            rec.token_ids.append(_token_id(item["token"]))
-                            rec.logprobs.append(item["logprob"])
-                            tops = [t["logprob"] for t in item.get("top_logprobs") or ()]
-                            if len(tops) > 1:
-                                first = max(tops)
-                                tops.remove(first)
-                                rec.margins.append(first - max(tops))
-                            else:
-                                rec.margins.append(None)
-                        content_delta = choice.get("delta", {}).get("content")
-                        if content_delta:
-                            text.append(content_delta)
-                        if choice.get("finish_reason"):
-                            rec.finish_reason = choice["finish_reason"]
                 if done:
                     break
     except httpx.HTTPError as exc:
@@ -309,31 +286,8 @@ async def mini_send(
         for event in events:
             if not event.startswith(b"data: ") or event == b"data: [DONE]":
                 continue
-            chunk = loads(event[6:].decode())  # a str skips json's encoding detection
-            if chunk.get("error"):
-                rec.error = _error_message(json.dumps(chunk))
+            if not apply_chunk(rec, loads(event[6:].decode()), text, t0):  # str: skips encoding detection
                 return True
-            if chunk.get("usage"):
-                rec.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
-            for choice in chunk.get("choices", ()):
-                items = (choice.get("logprobs") or {}).get("content") or ()
-                if items and rec.ttft_s is None:
-                    rec.ttft_s = time.perf_counter() - t0
-                for item in items:
-                    rec.token_ids.append(_token_id(item["token"]))
-                    rec.logprobs.append(item["logprob"])
-                    tops = [t["logprob"] for t in item.get("top_logprobs") or ()]
-                    if len(tops) > 1:
-                        first = max(tops)
-                        tops.remove(first)
-                        rec.margins.append(first - max(tops))
-                    else:
-                        rec.margins.append(None)
-                content = choice.get("delta", {}).get("content")
-                if content:
-                    text.append(content)
-                if choice.get("finish_reason"):
-                    rec.finish_reason = choice["finish_reason"]
         return False
 
     try:

@@ -26,6 +26,28 @@ def _token_id(token: str) -> int:
     return int(token.rsplit(":", 1)[1]) if token.startswith("token_id:") else -1
 
 
+def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], t0: float) -> bool:
+    """Fold one streamed chat-completion chunk into ``rec``; False once the stream reports an error."""
+    if chunk.get("error"):
+        rec.error = _error_message(json.dumps(chunk))
+        return False
+    if chunk.get("usage"):
+        rec.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
+    for choice in chunk.get("choices", ()):
+        for item in (choice.get("logprobs") or {}).get("content") or ():
+            if rec.ttft_s is None:
+                rec.ttft_s = time.perf_counter() - t0
+            rec.token_ids.append(_token_id(item["token"]))
+            rec.logprobs.append(item["logprob"])
+            tops = sorted((t["logprob"] for t in item.get("top_logprobs") or ()), reverse=True)
+            rec.margins.append(tops[0] - tops[1] if len(tops) > 1 else None)
+        if choice.get("delta", {}).get("content"):
+            text.append(choice["delta"]["content"])
+        if choice.get("finish_reason"):
+            rec.finish_reason = choice["finish_reason"]
+    return True
+
+
 async def send(
     client: httpx.AsyncClient, base_url: str, model: str, req: ReplayRequest, max_tokens: int, top_logprobs: int
 ) -> RequestRecord:
@@ -55,24 +77,8 @@ async def send(
             async for line in resp.aiter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
-                chunk = json.loads(line[6:])
-                if chunk.get("error"):
-                    rec.error = _error_message(json.dumps(chunk))
+                if not apply_chunk(rec, json.loads(line[6:]), text, t0):
                     break
-                if chunk.get("usage"):
-                    rec.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
-                for choice in chunk.get("choices", []):
-                    for item in (choice.get("logprobs") or {}).get("content") or []:
-                        if rec.ttft_s is None:
-                            rec.ttft_s = time.perf_counter() - t0
-                        rec.token_ids.append(_token_id(item["token"]))
-                        rec.logprobs.append(item["logprob"])
-                        tops = sorted((t["logprob"] for t in item.get("top_logprobs") or []), reverse=True)
-                        rec.margins.append(tops[0] - tops[1] if len(tops) > 1 else None)
-                    if choice.get("delta", {}).get("content"):
-                        text.append(choice["delta"]["content"])
-                    if choice.get("finish_reason"):
-                        rec.finish_reason = choice["finish_reason"]
     except httpx.HTTPError as exc:
         rec.error = f"{type(exc).__name__}: {exc}"
     rec.text = "".join(text)
