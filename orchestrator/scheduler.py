@@ -183,5 +183,26 @@ def run_sweep(
                 store.record_grade(rid, grade)
                 say(cid, f"graded {grade.verdict}")
             result.driver_s[cell.id] = time.monotonic() - t_ready
+    _regrade_waiting(plan, store, result.skipped)
     store.finish_sweep(sweep_id)
     return result
+
+
+def _regrade_waiting(plan: Plan, store: Store, skipped: list[str]) -> None:
+    """Grade recorded cells that were `ungraded` (their control had not run) if it has now.
+
+    Grades are appended, so the earlier `ungraded` stays on record.
+    """
+    by_id = {c.id: c for c in plan.cells}
+    for cell_id in skipped:
+        cell = by_id[cell_id]
+        run = store.latest_run(cell_id)
+        grade = store.latest_grade(run.id) if run else None
+        if cell.is_control or run is None or run.status != "ok" or (grade and grade.verdict != "ungraded"):
+            continue
+        control = store.latest_run(cell.control_id)
+        if control is None or control.status != "ok":
+            continue
+        outcome = RunOutcome(cell_id, "ok", run.started_at, run.finished_at,
+                             transcript=Transcript(store.requests_for(run.id), store.metrics_for(run.id)))
+        store.record_grade(run.id, grade_cell(store, cell, outcome, plan.spec.grading))
