@@ -85,10 +85,10 @@ def run_cell(cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | Non
         timings["replay_s"] = time.monotonic() - t
         failed = [r for r in transcript.requests if r.error]
         if failed:
-            # Give a dying engine a moment to exit and write its traceback.
+            # Give a dying engine a moment to write its traceback (or to exit).
             deadline = time.monotonic() + 10
-            while engine.alive() and time.monotonic() < deadline:
-                time.sleep(0.5)
+            while engine.alive() and engine.signature() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
             return finish(status="crashed", transcript=transcript,
                           signature=engine.signature() or failed[0].error,
                           message=f"{len(failed)} request(s) failed, first: {failed[0].key}: {failed[0].error}")
@@ -97,4 +97,9 @@ def run_cell(cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | Non
         return finish(status="ok", transcript=transcript)
     finally:
         say("stopping engine")
+        t = time.monotonic()
         engine.stop()
+        # Teardown is part of the cell's time (and of the orchestrator's overhead).
+        timings["teardown_s"] = time.monotonic() - t
+        outcome.finished_at = time.time()
+        timings["total_s"] = outcome.finished_at - started
