@@ -18,7 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.traces import Session, SharedPrefix, Trace, TraceError, Turn, default_schedule, session_problem, validate
+from jobs.traces import (
+    Session,
+    SharedPrefix,
+    Trace,
+    TraceError,
+    Turn,
+    default_schedule,
+    read_utf8,
+    session_problem,
+    validate,
+)
 
 Message = tuple[str, str]  # (role, text): role is user, assistant or tool after normalising
 
@@ -38,12 +48,7 @@ class ImportReport:
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
     """(line, value) of a JSONL file, or of each element of a top-level JSON array."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = read_utf8(path, "log")
     start = len(text) - len(text.lstrip())
     if text[start:start + 1] == "[":
         yield from _array(text, start + 1, path)

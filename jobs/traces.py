@@ -117,16 +117,20 @@ def _compact(value: Any) -> str:
 # ---------------------------------------------------------------- reading
 
 
+def read_utf8(path: Path, what: str) -> str:
+    """A text input file, or a one-line TraceError naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read {what}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
 def load_trace(path: Path | str) -> Trace:
     """Read and validate a trace; raise TraceError naming ``path:line``."""
     path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read trace: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return parse_trace(raw, str(path))
+    return parse_trace(read_utf8(path, "trace"), str(path))
 
 
 def parse_trace(text: str, source: str = "<trace>") -> Trace:
