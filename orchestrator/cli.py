@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from jobs.traces import TraceError
 from orchestrator.cli_bisect import bisect
+from orchestrator.cli_common import DbOpt, console, fail, open_store
 from orchestrator.cli_results import report, results_extra
 from orchestrator.cli_traces import traces_app
 from orchestrator.matrix import Plan, describe_knobs, expand
-from orchestrator.paths import default_db, runs_dir
+from orchestrator.paths import runs_dir
 from orchestrator.spec import SpecError, load_spec
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Test matrices of vLLM serving stacks.")
@@ -31,17 +31,6 @@ results_app.registered_commands.extend(results_extra.registered_commands)  # com
 app.command("report")(report)
 app.command("bisect")(bisect)
 
-console = Console()
-err = Console(stderr=True)
-
-DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Results database (default: user data dir).")]
-
-
-def fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
-
-
 def _plan(path: Path) -> Plan:
     try:
         spec = load_spec(path)
@@ -49,12 +38,6 @@ def _plan(path: Path) -> Plan:
     except (SpecError, TraceError) as exc:
         fail(str(exc))
         raise  # unreachable; keeps type checkers honest
-
-
-def _store(db: Path | None):
-    from db.store import Store
-
-    return Store.open(db or default_db())
 
 
 def _cell_row(cell, role: str) -> list[str]:
@@ -78,8 +61,8 @@ def sweep_run(
     matrix: Path,
     db: DbOpt = None,
     rerun: Annotated[bool, typer.Option(help="Run cells again even if they have a recorded result.")] = False,
-    address: Annotated[Optional[str], typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
-    num_gpus: Annotated[Optional[int], typer.Option(help="GPUs of the local Ray (logical ones are fine).")] = None,
+    address: Annotated[str | None, typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs of the local Ray (logical ones are fine).")] = None,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
     from db.queries import lookup_table, render_table
@@ -88,7 +71,7 @@ def sweep_run(
     plan = _plan(matrix)
     if plan.spec.runtime != "local":
         fail(f"{matrix}: runtime: {plan.spec.runtime} is not available in this version; use `runtime: local`")
-    store = _store(db)
+    store = open_store(db)
     sweep_id = store.create_sweep(plan.spec.name, str(matrix), matrix.read_text())
     labels = {c.id: f"{c.engine.label} [{describe_knobs(c.knobs)}]" for c in plan.cells}
     columns = (SpinnerColumn(), TextColumn("{task.fields[cell]}"), TextColumn("{task.description}"),
@@ -131,14 +114,14 @@ def canary_build(
 
 
 @results_app.command("ls")
-def results_ls(db: DbOpt = None, sweep: Annotated[Optional[int], typer.Option(help="Only this sweep.")] = None) -> None:
+def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None) -> None:
     """List recorded runs, newest first."""
     from db.queries import list_runs
 
     table = Table()
     for col in ("run", "cell", "engine", "knobs", "status", "verdict", "time", "signature"):
         table.add_column(col, overflow="fold")
-    for r in list_runs(_store(db), sweep_id=sweep):
+    for r in list_runs(open_store(db), sweep_id=sweep):
         table.add_row(str(r.run_id), r.cell_id[:12], r.engine, describe_knobs(r.knobs), r.status,
                       r.verdict or "-", f"{r.total_s:.0f}s" if r.total_s else "-", (r.signature or "")[:80])
     console.print(table)
@@ -152,7 +135,7 @@ def results_show(cell: str, db: DbOpt = None) -> None:
     from db.queries import show_cell
 
     try:
-        detail = show_cell(_store(db), cell)
+        detail = show_cell(open_store(db), cell)
     except LookupError as exc:
         fail(str(exc))
     console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
@@ -164,14 +147,14 @@ def results_table(
     rows: Annotated[str, typer.Option(help="Comma-separated: engine, model or knob names.")] = "engine",
     cols: Annotated[str, typer.Option(help="Comma-separated: engine, model or knob names.")] = "prefix_caching,speculative",
     fmt: Annotated[str, typer.Option("--format", help="text, json or markdown.")] = "text",
-    sweep: Annotated[Optional[int], typer.Option(help="Only this sweep.")] = None,
+    sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None,
 ) -> None:
     """The lookup table: verdict and detail of the latest run of every cell."""
     from db.queries import lookup_table, render_table
 
     if fmt not in ("text", "json", "markdown"):
         fail(f"--format: '{fmt}' is not one of text, json, markdown")
-    table = lookup_table(_store(db), rows.split(","), cols.split(","), sweep_id=sweep)
+    table = lookup_table(open_store(db), rows.split(","), cols.split(","), sweep_id=sweep)
     out = render_table(table, fmt)  # type: ignore[arg-type]
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
 

@@ -10,24 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from orchestrator.bisect import BisectError, BisectReport, BisectRequest, Step, format_command, run_bisect
+from orchestrator.cli_common import console, err, fail
 from orchestrator.paths import default_db, runs_dir
 
-console = Console()
-err = Console(stderr=True)
-
 ANSWER_STYLE = {"good": "green", "bad": "red", "skip": "yellow"}
-
-
-def _fail(message: str) -> None:
-    # One line, never a traceback: soft_wrap keeps Rich from breaking it at the terminal width.
-    err.print(Text("error: ", style="red") + Text(message), soft_wrap=True)
-    raise typer.Exit(2)
 
 
 def _outcome(step: Step) -> str:
@@ -76,7 +67,7 @@ def bisect(
     req = BisectRequest(matrix=matrix, cell=cell, good=good, bad=bad, predicate=predicate, repo=repo,
                         wheel_url=wheel_url, find_fix=find_fix, pre=pre, db=db)
     if not matrix.is_file():
-        _fail(f"{matrix}: no such matrix file")
+        fail(f"{matrix}: no such matrix file")
     store = Store.open(db or default_db())
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[dim]{task.fields[phase]}"),
                TimeElapsedColumn())
@@ -109,7 +100,7 @@ def bisect(
                             on_step=on_step)
     except BisectError as exc:
         stop()
-        _fail(str(exc))
+        fail(str(exc))
         return
     except KeyboardInterrupt:
         stop()
@@ -121,7 +112,7 @@ def bisect(
         if not type(exc).__module__.startswith("ray."):
             raise
         stop()
-        _fail(f"Ray failed during a step ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+        fail(f"Ray failed during a step ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
               "finished steps are stored: run the same command again to resume")
         return
     stop()

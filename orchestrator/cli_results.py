@@ -11,26 +11,21 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.paths import default_db
+from orchestrator.cli_common import DbOpt, console, err, fail, open_store
 
 if TYPE_CHECKING:
     from db.compare import Comparison, Interval, Rates
-    from db.store import Store
 
 results_extra = typer.Typer(no_args_is_help=True, help="Compare, export and diff recorded results.")
 
-console = Console()
-err = Console(stderr=True)
-
-DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Results database (default: user data dir).")]
-SweepOpt = Annotated[Optional[int], typer.Option("--sweep", help="Only this sweep.")]
+SweepOpt = Annotated[int | None, typer.Option("--sweep", help="Only this sweep.")]
 
 
 def _show(table: Table) -> None:
@@ -40,18 +35,6 @@ def _show(table: Table) -> None:
     else:
         width = Console(width=10_000).measure(table).maximum
         Console(file=sys.stdout, width=width, color_system=None).print(table)
-
-
-def _fail(message: str) -> None:
-    # Text, not markup: messages quote signatures and knob values that may hold "[...]".
-    err.print(Text.assemble(("error:", "red"), " ", message), highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
-
-
-def _store(db: Path | None) -> Store:
-    from db.store import Store
-
-    return Store.open(db or default_db())
 
 
 def _ratio(iv: Interval) -> Text:
@@ -125,10 +108,10 @@ def compare(
     from db.compare import CellFilter, compare_groups
 
     if fmt not in ("text", "json"):
-        _fail(f"--format: '{fmt}' is not one of text, json")
+        fail(f"--format: '{fmt}' is not one of text, json")
     try:
         result = compare_groups(
-            _store(db),
+            open_store(db),
             [CellFilter.parse(t) for t in baseline],
             [CellFilter.parse(t) for t in candidate],
             sweep_id=sweep,
@@ -136,10 +119,10 @@ def compare(
             seed=seed,
         )
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         raise  # unreachable
     if not result.pairs and not result.unpaired_baseline and not result.unpaired_candidate:
-        _fail("no cell matches --baseline or --candidate")
+        fail("no cell matches --baseline or --candidate")
     if fmt == "json":
         sys.stdout.write(json.dumps(dataclasses.asdict(result), indent=2, ensure_ascii=False) + "\n")
     else:
@@ -151,17 +134,17 @@ def export(
     fmt: Annotated[str, typer.Option("--format", help="csv, json or parquet.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
     db: DbOpt = None,
-    sweep: Annotated[Optional[int], typer.Option("--sweep", help="Only the runs this sweep recorded.")] = None,
+    sweep: Annotated[int | None, typer.Option("--sweep", help="Only the runs this sweep recorded.")] = None,
 ) -> None:
     """Write one row per run: cell, engine, knobs, status, verdict, signature, timings, counters."""
     from db.export import FORMATS, ExportError, export_runs
 
     if fmt not in FORMATS:
-        _fail(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
+        fail(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
     try:
-        n = export_runs(_store(db), output, fmt, sweep_id=sweep)  # type: ignore[arg-type]
+        n = export_runs(open_store(db), output, fmt, sweep_id=sweep)  # type: ignore[arg-type]
     except ExportError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         raise  # unreachable
     err.print(f"wrote {n} runs to {output}", highlight=False)
 
@@ -183,11 +166,11 @@ def diff(
     from db.queries import diff_sweeps
 
     if fmt not in ("text", "json"):
-        _fail(f"--format: '{fmt}' is not one of text, json")
+        fail(f"--format: '{fmt}' is not one of text, json")
     try:
-        result = diff_sweeps(_store(db), sweep_a, sweep_b)
+        result = diff_sweeps(open_store(db), sweep_a, sweep_b)
     except LookupError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         raise  # unreachable
     if fmt == "json":
         sys.stdout.write(json.dumps(dataclasses.asdict(result), indent=2, ensure_ascii=False) + "\n")
@@ -220,9 +203,9 @@ def report(
     from db.report import write_report
 
     try:
-        written = write_report(_store(db), sweep, output)
+        written = write_report(open_store(db), sweep, output)
     except LookupError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         raise  # unreachable
     err.print(f"wrote {output} ({len(written.cells)} cells, {len(written.remarkable)} with evidence)",
               highlight=False)

@@ -25,16 +25,10 @@ from jobs.traces import (
     synth_trace,
     trace_digest,
 )
+from orchestrator.cli_common import console, err, fail
 
 traces_app = typer.Typer(no_args_is_help=True, help="Agent-session traces: synthesize, import, inspect.")
 
-console = Console()
-err = Console(stderr=True)
-
-
-def _fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
-    raise typer.Exit(2)
 
 
 @traces_app.command("synth")
@@ -56,7 +50,7 @@ def synth(
                             restart_after=restart_after or ())
         save_trace(trace, out)
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     console.print(f"wrote {out}: {len(trace.sessions)} sessions, {len(trace.schedule.phases)} phases, "
                   f"digest {trace_digest(trace)[:12]}", highlight=False)
 
@@ -76,11 +70,11 @@ def import_(
     from jobs.importers import IMPORTERS
 
     if fmt not in IMPORTERS:
-        _fail(f"--format must be one of {', '.join(IMPORTERS)}, got {fmt!r}")
+        fail(f"--format must be one of {', '.join(IMPORTERS)}, got {fmt!r}")
     kwargs: dict[str, object] = {"name": name, "phase_size": phase_size}
     if fmt == "openai":
         if system_file or limit is not None:
-            _fail("--system-file and --limit apply to sharegpt and vllm-custom only")
+            fail("--system-file and --limit apply to sharegpt and vllm-custom only")
         kwargs["group"] = group
     else:
         kwargs["limit"] = limit
@@ -88,14 +82,14 @@ def import_(
             try:
                 kwargs["system"] = system_file.read_text(encoding="utf-8")
             except OSError as exc:
-                _fail(f"{system_file}: cannot read: {exc.strerror}")
+                fail(f"{system_file}: cannot read: {exc.strerror}")
     try:
         trace, report = IMPORTERS[fmt](src, **kwargs)
         save_trace(trace, out)
     except TraceError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(f"{out}: cannot write: {exc.strerror}")
+        fail(f"{out}: cannot write: {exc.strerror}")
     skipped = f", {report.skipped} left out" if report.skipped else ""
     note = f" ({report.note})" if report.note else ""
     console.print(f"wrote {out}: {report.sessions} sessions from {report.requests} records{skipped}{note}",
@@ -114,7 +108,7 @@ class _Counter:
             return
         path = tokenizer_dir / "tokenizer.json"
         if not path.is_file():
-            _fail(f"{tokenizer_dir}: no tokenizer.json in this directory")
+            fail(f"{tokenizer_dir}: no tokenizer.json in this directory")
         try:
             from tokenizers import Tokenizer
         except ImportError:
@@ -123,7 +117,7 @@ class _Counter:
         try:
             self._tok = Tokenizer.from_file(str(path))
         except Exception as exc:  # noqa: BLE001 (the library raises its own exception types)
-            _fail(f"{path}: cannot load tokenizer: {exc}")
+            fail(f"{path}: cannot load tokenizer: {exc}")
         self.exact = True
         self.label = f"tokens ({path}; message text only, chat template not counted)"
 
@@ -145,7 +139,7 @@ def inspect(
     try:
         trace = load_trace(file)
     except TraceError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     counter = _Counter(tokenizer)
     _show(_table(trace, counter), counter)
 

@@ -1,0 +1,36 @@
+"""What every `vmatrix` command shares: consoles, the --db option, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from orchestrator.paths import default_db
+
+if TYPE_CHECKING:
+    from db.store import Store
+
+console = Console()
+err = Console(stderr=True)
+
+DbOpt = Annotated[Path | None, typer.Option("--db", help="Results database (default: user data dir).")]
+
+
+def fail(message: str) -> NoReturn:
+    """One line on stderr and exit code 2: never a traceback for the user's mistakes.
+
+    Text, not markup: messages quote signatures and knob values that may hold "[...]";
+    soft_wrap keeps Rich from breaking the line at the terminal width.
+    """
+    err.print(Text.assemble(("error:", "red"), " ", message), highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def open_store(db: Path | None) -> Store:
+    from db.store import Store
+
+    return Store.open(db or default_db())
