@@ -88,6 +88,22 @@ def requirements(recipe: EngineRecipe) -> list[str]:
     return reqs
 
 
+def staged_wheels(recipe: EngineRecipe) -> Path | None:
+    """The folder of pre-staged wheels for this recipe, if the site has one.
+
+    Offline GPU hosts cannot reach an index: ``VMATRIX_WHEELHOUSE`` names a folder
+    holding one subfolder per release, ``<distribution>-<version>/`` (``vllm-0.26.0``),
+    with the engine wheel and every dependency the host lacks (the layout that
+    ``shared/gpu/stage-wheels`` writes, parts included). What the host already has,
+    torch and the CUDA libraries above all, is used from its own site-packages.
+    """
+    root = os.environ.get("VMATRIX_WHEELHOUSE")
+    if not root:
+        return None
+    folder = Path(root) / f"{recipe.distribution}-{recipe.vllm}"
+    return folder if folder.is_dir() else None
+
+
 def find_links() -> list[str]:
     """Wheel folders pip is configured with (torch +cpu lives there on these machines).
 

