@@ -481,3 +481,34 @@ def diff_sweeps(store: Store, sweep_a: int, sweep_b: int) -> SweepDiff:
         only_a=[c for cid, c in a.items() if cid not in b],
         only_b=[c for cid, c in b.items() if cid not in a],
     )
+
+
+@dataclass(frozen=True)
+class RepeatedCell:
+    cell_id: str
+    engine: str
+    knobs: dict[str, Any]
+    earlier_run_id: int
+    later_run_id: int
+
+
+def repeated_cells(store: Store, sweep_id: int | None = None) -> list[RepeatedCell]:
+    """Cells with at least two successful runs (the latest two), e.g. a control run again.
+
+    With ``sweep_id``, cells whose latest run belongs to that sweep.
+    """
+    with store.session() as session:
+        runs = session.execute(
+            select(Run.id, Run.cell_id, Run.sweep_id).where(Run.status == "ok")
+            .order_by(Run.cell_id, Run.finished_at, Run.id)
+        ).all()
+        by_cell: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for run_id, cell_id, sweep in runs:
+            by_cell[cell_id].append((run_id, sweep))
+        out = []
+        for cell_id, seq in by_cell.items():
+            if len(seq) < 2 or (sweep_id is not None and seq[-1][1] != sweep_id):
+                continue
+            cell = session.get_one(CellRow, cell_id)
+            out.append(RepeatedCell(cell_id, cell.engine_label, cell.knobs, seq[-2][0], seq[-1][0]))
+    return sorted(out, key=lambda c: (c.engine, json.dumps(c.knobs, sort_keys=True)))

@@ -81,3 +81,45 @@ def grade_transcripts(
     where = f"{first.key} token {first.index}" if first.index is not None else f"{first.key} ({first.verdict})"
     margin = f", control margin {first.control_margin:.2f}" if first.control_margin is not None else ""
     return "divergent", f"{len(bad)}/{len(grades)} requests differ; first at {where}{margin}", evidence
+
+
+@dataclass(frozen=True)
+class Repeatability:
+    """Two runs of the same stack compared: the noise floor of that stack on that host.
+
+    Nothing differs between the runs but the run itself, so every divergence here is
+    nondeterminism; the largest control margin at which one happened is the smallest
+    ``tie_margin`` that would grade this stack clean against itself.
+    """
+
+    requests: int
+    identical: int
+    diverged: int
+    missing: int
+    drift_median: float
+    drift_max: float
+    max_margin_at_divergence: float | None  # None: no divergence (or no margin recorded there)
+    first_index_median: float | None  # how deep into the continuation the runs part
+
+
+def repeatability(later: Transcript, earlier: Transcript) -> Repeatability:
+    grades = [compare(later.by_key().get(r.key), r) for r in earlier.requests]
+    diverged = [g for g in grades if g.verdict != "identical" and g.verdict != "missing"]
+    drifts = sorted(g.drift for g in grades if g.verdict != "missing")
+    margins = [g.control_margin for g in diverged if g.control_margin is not None]
+    firsts = sorted(g.index for g in diverged if g.index is not None)
+
+    def median(xs: list[Any]) -> float:
+        n = len(xs)
+        return float(xs[n // 2]) if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+    return Repeatability(
+        requests=len(grades),
+        identical=sum(g.verdict == "identical" for g in grades),
+        diverged=len(diverged),
+        missing=sum(g.verdict == "missing" for g in grades),
+        drift_median=median(drifts) if drifts else 0.0,
+        drift_max=drifts[-1] if drifts else 0.0,
+        max_margin_at_divergence=max(margins) if margins else None,
+        first_index_median=median(firsts) if firsts else None,
+    )

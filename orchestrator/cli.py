@@ -13,6 +13,7 @@ from rich.table import Table
 from jobs.traces import TraceError
 from orchestrator.cli_bisect import bisect
 from orchestrator.cli_common import DbOpt, console, fail, open_store
+from orchestrator.cli_noise import results_noise
 from orchestrator.cli_results import report, results_extra
 from orchestrator.cli_traces import traces_app
 from orchestrator.matrix import Plan, describe_knobs, expand
@@ -28,13 +29,19 @@ app.add_typer(results_app, name="results")
 app.add_typer(canary_app, name="canary")
 app.add_typer(traces_app, name="traces")
 results_app.registered_commands.extend(results_extra.registered_commands)  # compare, export, diff
+results_app.command("noise")(results_noise)
 app.command("report")(report)
 app.command("bisect")(bisect)
 
-def _plan(path: Path) -> Plan:
+EngineOpt = Annotated[list[str] | None, typer.Option(
+    "--engine", help="Only the cells of this engine (a version or label); repeat for more.")]
+
+
+def _plan(path: Path, engines: list[str] | None = None) -> Plan:
     try:
         spec = load_spec(path)
-        return expand(spec, str(path))
+        plan = expand(spec, str(path))
+        return plan.only_engines(engines) if engines else plan
     except (SpecError, TraceError) as exc:
         fail(str(exc))
         raise  # unreachable; keeps type checkers honest
@@ -45,9 +52,9 @@ def _cell_row(cell, role: str) -> list[str]:
 
 
 @sweep_app.command("plan")
-def sweep_plan(matrix: Path) -> None:
+def sweep_plan(matrix: Path, engine: EngineOpt = None) -> None:
     """Print the expanded cells of MATRIX without running anything."""
-    plan = _plan(matrix)
+    plan = _plan(matrix, engine)
     table = Table(title=f"{plan.spec.name}: {len(plan.cells)} cells ({len(plan.controls)} controls)")
     for col in ("cell", "role", "engine", "knobs", "workload", "graded against"):
         table.add_column(col)
@@ -63,12 +70,13 @@ def sweep_run(
     rerun: Annotated[bool, typer.Option(help="Run cells again even if they have a recorded result.")] = False,
     address: Annotated[str | None, typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
     num_gpus: Annotated[int | None, typer.Option(help="GPUs of the local Ray (logical ones are fine).")] = None,
+    engine: EngineOpt = None,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
     from db.queries import lookup_table, render_table
     from orchestrator.scheduler import SweepError, run_sweep
 
-    plan = _plan(matrix)
+    plan = _plan(matrix, engine)
     if plan.spec.runtime != "local":
         fail(f"{matrix}: runtime: {plan.spec.runtime} is not available in this version; use `runtime: local`")
     store = open_store(db)

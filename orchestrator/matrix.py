@@ -27,6 +27,20 @@ class Plan:
     def controls(self) -> list[Cell]:
         return [c for c in self.cells if c.is_control]
 
+    def only_engines(self, wanted: list[str]) -> Plan:
+        """The cells of some engines only (by version or label), each with its control.
+
+        Lets a site run a matrix release by release, e.g. while the next release's
+        wheels are still being staged; the cell ids are those of the full matrix, so
+        a later run of the whole matrix skips what was done.
+        """
+        have = {c.engine.vllm for c in self.cells} | {c.engine.label for c in self.cells}
+        unknown = [w for w in wanted if w not in have]
+        if unknown:
+            versions = sorted({c.engine.vllm for c in self.cells})
+            raise SpecError(f"--engine {unknown[0]}: not an engine of this matrix (engines: {', '.join(versions)})")
+        return Plan(self.spec, [c for c in self.cells if c.engine.vllm in wanted or c.engine.label in wanted])
+
 
 def engine_recipes(spec: MatrixSpec, source: str = "matrix") -> list[EngineRecipe]:
     recipes = []

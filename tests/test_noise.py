@@ -1,0 +1,63 @@
+"""Run-to-run noise: two runs of one cell compared. Transcripts are hand-built
+(no engine); the CLI test stores them in a real SQLite results DB first."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from db.store import Store
+from jobs.grade import repeatability
+from jobs.records import RequestRecord, Transcript
+from orchestrator.cells import RunOutcome
+from orchestrator.cli import app
+from orchestrator.matrix import expand
+from orchestrator.spec import parse_spec
+
+
+def rec(key: str, ids: list[int], logprobs: list[float], margins: list[float]) -> RequestRecord:
+    return RequestRecord(key=key, session=key.split("/")[0], turn=0, phase="turn-0", token_ids=ids,
+                         logprobs=logprobs, margins=margins)  # type: ignore[arg-type]
+
+
+EARLIER = Transcript([rec("a/0", [1, 2, 3], [-0.1, -0.2, -0.3], [2.0, 0.05, 1.0]),
+                      rec("b/0", [4, 5, 6], [-0.5, -0.5, -0.5], [1.0, 1.0, 0.12]),
+                      rec("c/0", [7, 8], [-1.0, -1.0], [3.0, 3.0])])
+LATER = Transcript([rec("a/0", [1, 9, 9], [-0.15, -0.9, -0.9], [2.0, 0.04, 1.0]),   # flips at token 1, margin 0.05
+                    rec("b/0", [4, 5, 7], [-0.5, -0.52, -0.6], [1.0, 1.0, 0.1]),    # flips at token 2, margin 0.12
+                    rec("c/0", [7, 8], [-1.0, -1.25], [3.0, 3.0])])                 # same text, drift 0.25
+
+
+def test_repeatability_names_the_envelope() -> None:
+    r = repeatability(LATER, EARLIER)
+    assert (r.requests, r.identical, r.diverged, r.missing) == (3, 1, 2, 0)
+    assert r.max_margin_at_divergence == 0.12  # the smallest tie_margin that grades it clean against itself
+    assert r.drift_max == 0.25 and abs(r.drift_median - 0.05) < 1e-9
+    assert r.first_index_median == 1.5
+
+
+def test_noise_command_reads_the_latest_two_runs(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    spec = parse_spec(f"name: n\nengines: [{{vllm: '0.32.0'}}]\nmodel: {{path: {tmp_path / 'm'}}}\n", "m.yaml")
+    [control] = expand(spec).cells
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    sweep = store.create_sweep("n", "m.yaml", "")
+    store.add_cell(sweep, control)
+    now = time.time()
+    for tx in (EARLIER, LATER):
+        store.record_run(sweep, RunOutcome(control.id, "ok", now, now + 1, transcript=tx))
+    store.close()
+    out = CliRunner().invoke(app, ["results", "noise", "--db", str(db), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    [row] = json.loads(out.output)
+    assert row["cell_id"] == control.id and row["diverged"] == 2 and row["max_margin_at_divergence"] == 0.12
+
+    empty = tmp_path / "e.db"
+    Store.open(empty).close()
+    out = CliRunner().invoke(app, ["results", "noise", "--db", str(empty)])
+    assert out.exit_code == 2 and "no cell has two successful runs" in out.output
