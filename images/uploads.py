@@ -44,28 +44,13 @@ def pack(folders: list[Path], out: Path, max_bytes: int) -> list[Path]:
     first_of: dict[str, str] = {}
     links: dict[str, str] = {}
     joins: dict[str, int] = {}
-    pieces: list[tuple[str, Path, int, int]] = []  # (relative name, source, offset, length)
-    for folder in folders:
-        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-            rel = f"{folder.name}/{f.relative_to(folder)}"
-            key = f"{f.name}:{_digest(f)}"
-            if key in first_of:
-                links[rel] = first_of[key]
-                continue
-            first_of[key] = rel
-            size = f.stat().st_size
-            if size <= max_bytes:
-                pieces.append((rel, f, 0, size))
-                continue
-            offsets = range(0, size, max_bytes)
-            joins[rel] = len(offsets)
-            for i, offset in enumerate(offsets):
-                pieces.append((f"{rel}.part{i:02d}", f, offset, min(max_bytes, size - offset)))
     if out.exists():
         shutil.rmtree(out)
     uploads: list[Path] = []
-    used = max_bytes + 1
-    for rel, src, offset, length in pieces:
+    used = max_bytes  # forces the first upload
+
+    def put(rel: str, src: Path, offset: int, length: int) -> None:
+        nonlocal used
         if used + length > max_bytes:
             uploads.append(out / f"u{len(uploads):02d}")
             used = 0
@@ -75,6 +60,31 @@ def pack(folders: list[Path], out: Path, max_bytes: int) -> list[Path]:
             fh.seek(offset)
             dest.write_bytes(fh.read(length))
         used += length
+
+    for folder in folders:
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            rel = f"{folder.name}/{f.relative_to(folder)}"
+            key = f"{f.name}:{_digest(f)}"
+            if key in first_of:
+                links[rel] = first_of[key]
+                continue
+            first_of[key] = rel
+            size = f.stat().st_size
+            if used + size <= max_bytes or size <= max_bytes // 4:
+                put(rel, f, 0, size)
+                continue
+            # Too big for what is left: fill this upload with a first piece, the rest in
+            # full-sized pieces, so no upload travels half empty.
+            offset, i = 0, 0
+            while offset < size:
+                space = max_bytes - used
+                if space < (1 << 20):
+                    space = max_bytes
+                take = min(space, size - offset)
+                put(f"{rel}.part{i:02d}", f, offset, take)
+                offset += take
+                i += 1
+            joins[rel] = i
     manifest = json.dumps({"joins": joins, "links": links}, indent=1, sort_keys=True)
     for upload in uploads:
         (upload / MANIFEST).write_text(manifest)

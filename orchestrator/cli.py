@@ -37,11 +37,16 @@ EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", help="Only the cells of this engine (a version or label); repeat for more.")]
 
 
-def _plan(path: Path, engines: list[str] | None = None) -> Plan:
+ControlsOpt = Annotated[bool, typer.Option(
+    "--controls-only", help="Only the controls (with --rerun: a repeat for `vmatrix results noise`).")]
+
+
+def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = False) -> Plan:
     try:
         spec = load_spec(path)
         plan = expand(spec, str(path))
-        return plan.only_engines(engines) if engines else plan
+        plan = plan.only_engines(engines) if engines else plan
+        return plan.only_controls() if controls_only else plan
     except (SpecError, TraceError) as exc:
         fail(str(exc))
         raise  # unreachable; keeps type checkers honest
@@ -52,9 +57,9 @@ def _cell_row(cell, role: str) -> list[str]:
 
 
 @sweep_app.command("plan")
-def sweep_plan(matrix: Path, engine: EngineOpt = None) -> None:
+def sweep_plan(matrix: Path, engine: EngineOpt = None, controls_only: ControlsOpt = False) -> None:
     """Print the expanded cells of MATRIX without running anything."""
-    plan = _plan(matrix, engine)
+    plan = _plan(matrix, engine, controls_only)
     table = Table(title=f"{plan.spec.name}: {len(plan.cells)} cells ({len(plan.controls)} controls)")
     for col in ("cell", "role", "engine", "knobs", "workload", "graded against"):
         table.add_column(col)
@@ -71,12 +76,13 @@ def sweep_run(
     address: Annotated[str | None, typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
     num_gpus: Annotated[int | None, typer.Option(help="GPUs of the local Ray (logical ones are fine).")] = None,
     engine: EngineOpt = None,
+    controls_only: ControlsOpt = False,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
     from db.queries import lookup_table, render_table
     from orchestrator.scheduler import SweepError, run_sweep
 
-    plan = _plan(matrix, engine)
+    plan = _plan(matrix, engine, controls_only)
     if plan.spec.runtime != "local":
         fail(f"{matrix}: runtime: {plan.spec.runtime} is not available in this version; use `runtime: local`")
     store = open_store(db)

@@ -41,6 +41,10 @@ class Plan:
             raise SpecError(f"--engine {unknown[0]}: not an engine of this matrix (engines: {', '.join(versions)})")
         return Plan(self.spec, [c for c in self.cells if c.engine.vllm in wanted or c.engine.label in wanted])
 
+    def only_controls(self) -> Plan:
+        """The controls alone: run again with ``--rerun``, they measure the noise floor."""
+        return Plan(self.spec, self.controls)
+
 
 def engine_recipes(spec: MatrixSpec, source: str = "matrix") -> list[EngineRecipe]:
     recipes = []

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Run vmatrix on an offline GPU host from uploaded wheelhouse pieces (docs/GPU.md).
+#
+#   offline-host.sh unpack UPLOAD       copy one upload in; finish what is complete
+#   offline-host.sh setup               vmatrix's own dependencies + a Ray head on this host
+#   offline-host.sh sweep MATRIX ENGINE run MATRIX's cells of ENGINE in the background,
+#                                       then its controls again (the noise floor)
+#   offline-host.sh status              runs recorded so far, sweeps still running
+#   offline-host.sh collect DEST        results DB, tables and engine logs into DEST
+#
+# Paths (override in the environment): VMATRIX_WHEELHOUSE (the uploads land here),
+# VMATRIX_SITE (vmatrix's dependencies), VMATRIX_DATA (results DB and logs). The
+# engine venvs and the canary live in $VMATRIX_WHEELHOUSE/_cache.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+export VMATRIX_WHEELHOUSE=${VMATRIX_WHEELHOUSE:-/root/vmatrix-wheelhouse}
+export VMATRIX_SITE=${VMATRIX_SITE:-/root/vmatrix-site}
+export VMATRIX_DATA=${VMATRIX_DATA:-/root/vmatrix-data}
+export VMATRIX_CACHE=$VMATRIX_WHEELHOUSE/_cache
+export PYTHONPATH=$VMATRIX_SITE:$REPO
+export RAY_USAGE_STATS_ENABLED=0
+PY=${PYTHON:-python3}
+DB=$VMATRIX_DATA/results.db
+cd "$REPO"
+
+case "${1:-}" in
+  unpack)
+    "$PY" -m images.uploads unpack "$2" "$VMATRIX_WHEELHOUSE" ;;
+  setup)
+    mkdir -p "$VMATRIX_DATA"
+    if [ ! -f "$VMATRIX_SITE/.done" ]; then
+      "$PY" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check \
+        --target "$VMATRIX_SITE" "$VMATRIX_WHEELHOUSE"/_vmatrix/*.whl
+      touch "$VMATRIX_SITE/.done"
+    fi
+    "$PY" -c 'import ray, sqlalchemy, alembic, pydantic, torch; print("ray", ray.__version__, "torch", torch.__version__, "gpus", torch.cuda.device_count())'
+    # Create the results DB (migrations) before sweeps start side by side.
+    "$PY" -m orchestrator.cli results ls --db "$DB" >/dev/null
+    # One Ray head for every sweep on this host, so concurrent sweeps share the GPUs'
+    # accounting. setsid: the head must outlive the command that started it.
+    if ! "$PY" -m ray.scripts.scripts status >/dev/null 2>&1; then
+      setsid "$PY" -m ray.scripts.scripts start --head --include-dashboard=false --disable-usage-stats \
+        >"$VMATRIX_DATA/ray-start.log" 2>&1 </dev/null
+    fi
+    "$PY" -m ray.scripts.scripts status 2>/dev/null | grep -E "GPU|CPU" || true ;;
+  sweep)
+    matrix=$2 engine=$3
+    log=$VMATRIX_DATA/sweep-$engine.log
+    setsid nohup bash -c "
+      '$PY' -m orchestrator.cli sweep run '$matrix' --engine '$engine' --address auto --db '$DB'
+      '$PY' -m orchestrator.cli sweep run '$matrix' --engine '$engine' --controls-only --rerun --address auto --db '$DB'
+      echo SWEEP-DONE" >"$log" 2>&1 </dev/null &
+    echo "started: $log" ;;
+  status)
+    "$PY" -m orchestrator.cli results ls --db "$DB" 2>/dev/null | tail -n 25 || true
+    for log in "$VMATRIX_DATA"/sweep-*.log; do
+      [ -f "$log" ] && echo "$log: $(grep -c SWEEP-DONE "$log" || true) done"
+    done
+    nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader || true ;;
+  collect)
+    dest=$2
+    mkdir -p "$dest"
+    "$PY" - "$DB" "$dest/results.db" <<'EOF'
+import sqlite3, sys
+src = sqlite3.connect(sys.argv[1]); dst = sqlite3.connect(sys.argv[2])
+src.backup(dst)  # a consistent copy while WAL files may still hold pages
+EOF
+    "$PY" -m orchestrator.cli results table --db "$DB" --rows engine --cols prefix_caching,speculative \
+      --format markdown >"$dest/table.md" 2>&1 || true
+    "$PY" -m orchestrator.cli results noise --db "$DB" >"$dest/noise.txt" 2>&1 || true
+    cp "$VMATRIX_DATA"/sweep-*.log "$dest/" 2>/dev/null || true
+    tar -czf "$dest/engine-logs.tgz" -C "$VMATRIX_DATA" logs 2>/dev/null || true ;;
+  *)
+    sed -n '2,14p' "$0"; exit 2 ;;
+esac
