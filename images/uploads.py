@@ -156,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.upload}: not an upload (no {MANIFEST})", file=sys.stderr)
         return 2
     pending = unpack(args.upload, args.wheelhouse)
-    print("complete" if not pending else f"pending: {'; '.join(pending)}")
+    done = sorted(d.name for d in args.wheelhouse.iterdir() if d.is_dir()
+                  and not any(item.startswith(d.name + "/") for item in pending))
+    print(f"complete: {', '.join(done) or '-'}; pending: {len(pending)} file(s)" + (f", e.g. {pending[0]}" if pending else ""))
     return 0
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -98,9 +99,14 @@ def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path) -
         steps = [[sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(root)],
                  [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                   "--no-compile", "--disable-pip-version-check", *wheels]]
-    for argv in steps:
-        if _run(argv, log, env).returncode != 0:
-            raise EnvBuildError(f"installing the staged wheels of {folder} failed (see {log})")
+    if _run(steps[0], log, env).returncode != 0:
+        raise EnvBuildError(f"creating the venv for the staged wheels of {folder} failed (see {log})")
+    if sys.prefix != sys.base_prefix:
+        # Run from a venv (the host's torch often lives in one): --system-site-packages
+        # reaches the base interpreter only, so point at this venv's packages too.
+        (_site_packages(root) / "_vmatrix_host.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    if _run(steps[1], log, env).returncode != 0:
+        raise EnvBuildError(f"installing the staged wheels of {folder} failed (see {log})")
 
 
 def _install(root: Path, recipe: EngineRecipe, log: Path) -> None:
