@@ -3,8 +3,10 @@
 #
 #   offline-host.sh unpack UPLOAD       copy one upload in; finish what is complete
 #   offline-host.sh setup               vmatrix's own dependencies + a Ray head on this host
-#   offline-host.sh sweep MATRIX ENGINE run MATRIX's cells of ENGINE in the background,
+#   offline-host.sh sweep MATRIX ENGINE [--rerun]
+#                                       run MATRIX's cells of ENGINE in the background,
 #                                       then its controls again (the noise floor)
+#   offline-host.sh restart-ray         a fresh Ray head (after changing the environment)
 #   offline-host.sh status              runs recorded so far, sweeps still running
 #   offline-host.sh collect DEST        results DB, tables and engine logs into DEST
 #
@@ -19,6 +21,10 @@ export VMATRIX_DATA=${VMATRIX_DATA:-/root/vmatrix-data}
 export VMATRIX_CACHE=$VMATRIX_WHEELHOUSE/_cache
 export PYTHONPATH=$VMATRIX_SITE:$REPO
 export RAY_USAGE_STATS_ENABLED=0
+# flashinfer is not staged (its kernels are JIT-built and large); without this vLLM's
+# sampler imports it on CUDA and the engine dies with "No module named 'flashinfer'".
+# Engines inherit it through the Ray head's environment.
+export VLLM_USE_FLASHINFER_SAMPLER=0
 PY=${PYTHON:-python3}
 DB=$VMATRIX_DATA/results.db
 cd "$REPO"
@@ -44,13 +50,18 @@ case "${1:-}" in
     fi
     "$PY" -m ray.scripts.scripts status 2>/dev/null | grep -E "GPU|CPU" || true ;;
   sweep)
-    matrix=$2 engine=$3
+    matrix=$2 engine=$3 extra=${4:-}
     log=$VMATRIX_DATA/sweep-$engine.log
     setsid nohup bash -c "
-      '$PY' -m orchestrator.cli sweep run '$matrix' --engine '$engine' --address auto --db '$DB'
+      '$PY' -m orchestrator.cli sweep run '$matrix' --engine '$engine' --address auto --db '$DB' $extra
       '$PY' -m orchestrator.cli sweep run '$matrix' --engine '$engine' --controls-only --rerun --address auto --db '$DB'
       echo SWEEP-DONE" >"$log" 2>&1 </dev/null &
     echo "started: $log" ;;
+  restart-ray)
+    "$PY" -m ray.scripts.scripts stop >/dev/null 2>&1 || true
+    setsid "$PY" -m ray.scripts.scripts start --head --include-dashboard=false --disable-usage-stats \
+      >"$VMATRIX_DATA/ray-start.log" 2>&1 </dev/null
+    "$PY" -m ray.scripts.scripts status 2>/dev/null | grep -E "GPU" || true ;;
   status)
     "$PY" -m orchestrator.cli results ls --db "$DB" 2>/dev/null | tail -n 25 || true
     for log in "$VMATRIX_DATA"/sweep-*.log; do
