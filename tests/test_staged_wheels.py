@@ -10,6 +10,8 @@ PYTHONPATH kept out of the engine.
 from __future__ import annotations
 
 import base64
+import os
+import sys
 import hashlib
 import subprocess
 import zipfile
@@ -99,3 +101,25 @@ def test_engine_does_not_inherit_orchestrator_pythonpath(tmp_path: Path, monkeyp
     proc.stop()
     seen = out.read_text()
     assert "X_CELL=1" in seen and "PYTHONPATH" not in seen
+
+
+def test_orchestrator_in_a_venv_passes_its_packages_on(wheelhouse: Path, tmp_path: Path) -> None:
+    """The GPU host's torch lives in a venv (/opt/torch/.venv); a staged engine venv made
+    from that venv's python must see it, not only the base interpreter's packages."""
+    outer = tmp_path / "host-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(outer)], check=True)
+    host_only = _write_wheel(tmp_path, "host-only", "1.0", "host_only_pkg", "WHERE = 'host venv'\n")
+    subprocess.run([str(outer / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    str(host_only)], check=True)
+    script = ("import sys; from pathlib import Path; from images.recipe import EngineRecipe;"
+              "from orchestrator.runtimes.local import ensure_env;"
+              "print(ensure_env(EngineRecipe(vllm='9.9.9'), Path(sys.argv[1])).python)")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    made = subprocess.run([str(outer / "bin" / "python"), "-c", script, str(tmp_path / "env.log")],
+                          capture_output=True, text=True, env=env)
+    assert made.returncode == 0, made.stderr
+    engine_python = made.stdout.strip().splitlines()[-1]
+    out = subprocess.run([engine_python, "-c", "import host_only_pkg, staged_engine; print(host_only_pkg.WHERE)"],
+                         capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "host venv"
