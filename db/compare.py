@@ -21,22 +21,21 @@ Why these statistics:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby
-from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, select
+from sqlalchemy import select
 
-from db.models import RequestRow
+from db.models import RunSampleRow
 from db.queries import PREFIX_HITS, PREFIX_QUERIES, CellResult, _chunks, cell_results, knob_text, metric_totals_for
+from db.samples import RunSamples, SamplesDecoder, counter_totals, decode_tps  # noqa: F401 - decode_tps re-exported
 from db.store import Store
-from jobs.records import RequestRecord
 
 try:  # numpy turns the bootstrap into a few matrix products; without it, plain Python.
     import numpy as _np
@@ -57,71 +56,23 @@ ENGINE_KEYS = ("engine", "vllm", "model")
 # --- per-request samples ------------------------------------------------------------
 
 
-def decode_tps(n_tokens: int, ttft_s: float | None, e2e_s: float | None) -> float | None:
-    """Tokens per second after the first token; None where that is not measurable.
-
-    The first token's time is prefill (TTFT), so it is left out of both the count and
-    the interval. Requests with one token, or no time after it, have no decode speed.
-    """
-    if ttft_s is None or e2e_s is None or n_tokens < 2 or e2e_s <= ttft_s:
-        return None
-    return (n_tokens - 1) / (e2e_s - ttft_s)
-
-
-def decode_tps_sql() -> ColumnElement[Any]:
-    """:func:`decode_tps` of a stored request, computed by the database (NULL for a failed
-    request): only the length of the JSON token list crosses over, not the list.
-
-    The length is taken once (parsing the JSON is most of the query's cost), and
-    ``NULLIF(max(n - 1, 0), 0)`` (SQLite's two-argument max) turns one- and no-token
-    requests into NULL.
-    """
-    r = RequestRow
-    tokens_after_first = func.nullif(func.max(func.json_array_length(r.token_ids) - 1, 0), 0)
-    return case((r.error.is_(None) & (r.e2e_s > r.ttft_s), tokens_after_first / (r.e2e_s - r.ttft_s)))
-
-
-@dataclass(frozen=True)
-class RunSamples:
-    """Per-request timing of one run, in recorded order; None where not measured (a failed
-    request, or for decode speed a request with a single token)."""
-
-    keys: tuple[str, ...] = ()
-    phases: tuple[str, ...] = ()
-    ttft_s: tuple[float | None, ...] = ()
-    decode_tps: tuple[float | None, ...] = ()
-
-    @classmethod
-    def from_records(cls, records: Iterable[RequestRecord]) -> RunSamples:
-        keys, phases, ttft, decode = [], [], [], []
-        for r in records:
-            keys.append(r.key)
-            phases.append(r.phase)
-            ok = r.error is None
-            ttft.append(r.ttft_s if ok else None)
-            decode.append(decode_tps(len(r.token_ids), r.ttft_s, r.e2e_s) if ok else None)
-        return cls(tuple(keys), tuple(phases), tuple(ttft), tuple(decode))
-
-
 def load_samples(store: Store, run_ids: Iterable[int]) -> dict[int, RunSamples]:
     """Per run, the samples of its requests in recorded order, read in bulk.
 
     Equal to ``RunSamples.from_records(store.requests_for(run))`` (the tests hold them to
-    it), without building a million records: comparing two large groups reads every
-    request of both, and that read is most of a comparison's time.
+    it), but read from the run's one ``run_samples`` row (``db/samples.py``) instead of
+    its request rows: comparing two large groups would otherwise read every wide request
+    row of both. Runs without requests are absent.
     """
-    r = RequestRow
+    t = RunSampleRow
+    decoder = SamplesDecoder()
     out: dict[int, RunSamples] = {}
     with store.engine.connect() as conn:
         for chunk in _chunks(run_ids):
-            rows = conn.execute(
-                select(r.run_id, r.key, r.phase, case((r.error.is_(None), r.ttft_s)), decode_tps_sql())
-                .where(r.run_id.in_(chunk))
-                .order_by(r.run_id, r.id)
-            ).all()
-            for run_id, group in groupby(rows, key=itemgetter(0)):
-                _, keys, phases, ttft, decode = zip(*group)
-                out[run_id] = RunSamples(keys, phases, ttft, decode)
+            for run_id, keys, phases, ttft, decode in conn.execute(
+                select(t.run_id, t.keys, t.phases, t.ttft_s, t.decode_tps).where(t.run_id.in_(chunk), t.requests > 0)
+            ):
+                out[run_id] = decoder.samples(keys, phases, ttft, decode)
     return out
 
 
@@ -179,13 +130,7 @@ def ttft_cold_hot(samples: RunSamples) -> tuple[float | None, float | None]:
 # --- counters -----------------------------------------------------------------------
 
 
-def metric_totals(metrics: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """Per-phase counter deltas (as a transcript records them) summed over phases."""
-    totals: dict[str, float] = defaultdict(float)
-    for samples in metrics.values():
-        for name, value in samples.items():
-            totals[name] += value
-    return dict(totals)
+metric_totals = counter_totals  # the name this module's callers know
 
 
 @dataclass(frozen=True)
@@ -197,6 +142,7 @@ class Rates:
     acceptance_per_position: tuple[float, ...] = ()
 
 
+@functools.lru_cache(maxsize=4096)  # a handful of distinct names, looked up for every run
 def _position(name: str) -> int | None:
     if not (name.startswith(SPEC_ACCEPTED_PER_POS) and name.endswith("}")):
         return None
@@ -215,11 +161,7 @@ def rates(totals: Mapping[str, float]) -> Rates:
     hit = totals.get(PREFIX_HITS, 0.0) / queries if queries > 0 else None
     draft_tokens = totals.get(SPEC_DRAFT_TOKENS, 0.0)
     accepted = totals.get(SPEC_ACCEPTED, 0.0) / draft_tokens if draft_tokens > 0 else None
-    per_pos = {
-        p: v
-        for name, v in totals.items()
-        if name.startswith(SPEC_ACCEPTED_PER_POS) and (p := _position(name)) is not None
-    }
+    per_pos = {p: v for name, v in totals.items() if (p := _position(name)) is not None}
     drafts = totals.get(SPEC_DRAFTS) or (draft_tokens / len(per_pos) if per_pos else 0.0)
     positions = tuple(per_pos[p] / drafts for p in sorted(per_pos)) if drafts > 0 else ()
     return Rates(hit, accepted, positions)
@@ -265,7 +207,7 @@ def _numpy_replicates(groups: dict[int, list[int]], pairs: Sequence[tuple[Sequen
                       resamples: int, seed: int) -> Any:
     """(resamples x pairs) matrix of ratio replicates; NaN columns for pairs under two requests."""
     np = _np
-    out = np.full((resamples, len(pairs)), np.nan)
+    out = None
     for m, members in groups.items():
         if m < 2:
             continue
@@ -277,7 +219,15 @@ def _numpy_replicates(groups: dict[int, list[int]], pairs: Sequence[tuple[Sequen
         b = np.array([pairs[i][0] for i in members], dtype=float)
         c = np.array([pairs[i][1] for i in members], dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out[:, members] = (weights @ c.T) / (weights @ b.T)
+            ratios = weights @ c.T
+            ratios /= weights @ b.T
+        if len(members) == len(pairs):  # the usual case: every pair has the same request count
+            return ratios
+        if out is None:
+            out = np.full((resamples, len(pairs)), np.nan)
+        out[:, members] = ratios
+    if out is None:
+        out = np.full((resamples, len(pairs)), np.nan)
     return out
 
 
@@ -349,7 +299,8 @@ def _overall(per_pair: list[Interval], columns: Any, chosen: list[int], resample
     estimate = math.exp(sum(math.log(per_pair[i].estimate or 1.0) for i in chosen) / p)
     if _np is not None:
         np = _np
-        logs = np.log(columns[:, chosen])  # resamples x p
+        # resamples x p, C order (the usual case, every pair chosen, needs no gather)
+        logs = np.log(columns if p == columns.shape[1] else columns[:, chosen])
         rng = np.random.default_rng([seed, 1, p])
         draws = rng.integers(0, p, size=(resamples, p))
         # Stage two: each replicate averages the pairs it drew, each at that replicate.
@@ -592,7 +543,7 @@ def compare_groups(
     level: float = DEFAULT_LEVEL,
 ) -> Comparison:
     """Select, pair and compare cells of the store (of one sweep, or all), latest runs."""
-    pairing = pair_cells(cell_results(store, sweep_id), baseline, candidate)
+    pairing = pair_cells(cell_results(store, sweep_id, with_timings=False), baseline, candidate)
     run_ids = [cell.run_id for pair in pairing.pairs for cell in pair if cell.run_id is not None]
     samples = load_samples(store, run_ids)
     totals = metric_totals_for(store, run_ids)

@@ -4,7 +4,7 @@ Results are append-only: a rerun adds a :class:`Run`, a regrade adds a :class:`G
 and readers pick the newest. Nothing here is updated in place except a sweep's
 ``finished_at``, so no recorded result is ever lost or silently overwritten.
 
-``versions/0001_initial.py`` mirrors these definitions by hand; keep the two in step
+The migrations in ``versions/`` mirror these definitions by hand; keep the two in step
 (``tests/test_db.py`` compares them).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Named constraints let SQLite batch migrations find and recreate them later.
@@ -111,6 +111,25 @@ class RequestRow(Base):
     ttft_s: Mapped[float | None] = mapped_column(Float)
     e2e_s: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class RunSampleRow(Base):
+    """What comparisons read of a run, written with the run (encoding: ``db/samples.py``).
+
+    Derived from the run's ``requests`` and ``metrics`` rows, and as append-only as they
+    are; one narrow row per run instead of a hundred wide ones (migration 0003).
+    """
+
+    __tablename__ = "run_samples"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    requests: Mapped[int] = mapped_column(Integer)
+    # JSON lists kept as text: readers parse each distinct list once, not once per run.
+    keys: Mapped[str] = mapped_column(Text)
+    phases: Mapped[str] = mapped_column(Text)
+    ttft_s: Mapped[bytes] = mapped_column(LargeBinary)  # float64 little-endian, NaN = not measured
+    decode_tps: Mapped[bytes] = mapped_column(LargeBinary)
+    counters: Mapped[dict[str, Any]]  # counter deltas summed over phases
 
 
 class MetricRow(Base):

@@ -10,16 +10,17 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
-from sqlalchemy import ScalarSelect, Select, String, func, literal, select
+from sqlalchemy import ScalarSelect, Select, String, func, literal, null, select, type_coerce
+from sqlalchemy import Text as SqlText
 from sqlalchemy.orm import Session, aliased
 
-from db.models import CellRow, GradeRow, MetricRow, Run, Sweep, SweepCell
+from db.models import CellRow, GradeRow, MetricRow, Run, RunSampleRow, Sweep, SweepCell
 from db.store import Store
 
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
@@ -236,7 +237,7 @@ def lookup_table(store: Store, rows: list[str], cols: list[str], sweep_id: int |
     when an earlier or later sweep recorded it: cells are content-addressed, so it is the
     same experiment.
     """
-    cells = cell_results(store, sweep_id)
+    cells = cell_results(store, sweep_id, with_timings=False)
     with store.session() as session:
         hit_rates = _prefix_hit_rates(session, (c.run_id for c in cells if c.run_id is not None))
 
@@ -337,6 +338,9 @@ class CellResult:
         return self.verdict or self.status or "not run"
 
 
+_CELL_FIELDS = tuple(f.name for f in fields(CellResult))
+
+
 def _latest_run_id(up_to_sweep: int | None) -> ScalarSelect[Any]:
     """Correlated on ``CellRow``: the id of that cell's latest run, or NULL.
 
@@ -352,12 +356,15 @@ def _latest_run_id(up_to_sweep: int | None) -> ScalarSelect[Any]:
     return stmt.correlate(CellRow).scalar_subquery()
 
 
-def cell_results(store: Store, sweep_id: int | None = None, as_of_sweep: bool = False) -> list[CellResult]:
+def cell_results(store: Store, sweep_id: int | None = None, as_of_sweep: bool = False,
+                 with_timings: bool = True) -> list[CellResult]:
     """Every cell (of one sweep, or all) with its latest run and that run's newest grade.
 
     By default a cell's latest run counts whichever sweep recorded it, as in
     :func:`lookup_table`. ``as_of_sweep`` instead takes what ``sweep_id`` itself saw (see
-    :func:`_latest_run_id`), which is what comparing two sweeps needs.
+    :func:`_latest_run_id`), which is what comparing two sweeps needs. Without
+    ``with_timings`` every ``timings`` is None: decoding them is a good part of the time
+    on 10,000 cells, and only the report shows them.
     """
     if as_of_sweep and sweep_id is None:
         raise ValueError("as_of_sweep needs a sweep_id")
@@ -366,9 +373,10 @@ def cell_results(store: Store, sweep_id: int | None = None, as_of_sweep: bool = 
         select(
             CellRow.id.label("cell_id"), role.label("role"), CellRow.engine_label.label("engine"),
             CellRow.vllm_version, CellRow.accelerator, CellRow.patches, CellRow.lmcache, CellRow.model_name,
-            CellRow.model_digest, CellRow.workload_digest, CellRow.knobs, CellRow.control_id,
-            Run.id.label("run_id"), Run.sweep_id.label("run_sweep_id"), Run.status, GradeRow.verdict,
-            GradeRow.summary.label("grade_summary"), Run.signature, Run.message, Run.log_path, Run.timings,
+            CellRow.model_digest, CellRow.workload_digest, type_coerce(CellRow.knobs, SqlText).label("knobs"),
+            CellRow.control_id, Run.id.label("run_id"), Run.sweep_id.label("run_sweep_id"), Run.status,
+            GradeRow.verdict, GradeRow.summary.label("grade_summary"), Run.signature, Run.message, Run.log_path,
+            (Run.timings if with_timings else null()).label("timings"),
         )
         .select_from(CellRow)
         .outerjoin(Run, Run.id == _latest_run_id(sweep_id if as_of_sweep else None))
@@ -377,10 +385,27 @@ def cell_results(store: Store, sweep_id: int | None = None, as_of_sweep: bool = 
     )
     if sweep_id is not None:
         stmt = stmt.join(SweepCell, (SweepCell.cell_id == CellRow.id) & (SweepCell.sweep_id == sweep_id))
-    # A plain connection: these are plain columns, and at 10,000 cells the ORM's per-row
-    # handling is a good part of the time.
+    # Knob sets repeat across engines: each distinct text is parsed once. (Drivers that
+    # decode JSON themselves, as psycopg does, hand over the dict instead.)
+    knobs: dict[str, dict[str, Any]] = {}
+
+    def parsed(raw: Any) -> dict[str, Any]:
+        if not isinstance(raw, str):
+            return raw
+        found = knobs.get(raw)
+        if found is None:
+            found = knobs[raw] = json.loads(raw)
+        return found
+
+    # A plain connection and positional rows: at 10,000 cells the ORM's per-row handling
+    # is a good part of the time. The select's columns are CellResult's fields, in order.
     with store.engine.connect() as conn:
-        return [CellResult(**row._mapping) for row in conn.execute(stmt)]
+        result = conn.execute(stmt)
+        assert tuple(result.keys()) == _CELL_FIELDS
+        knob_index = _CELL_FIELDS.index("knobs")
+        return [
+            CellResult(*row[:knob_index], parsed(row[knob_index]), *row[knob_index + 1 :]) for row in result
+        ]
 
 
 def _chunks(ids: Iterable[int], size: int = 5000) -> Iterable[list[int]]:
@@ -391,17 +416,17 @@ def _chunks(ids: Iterable[int], size: int = 5000) -> Iterable[list[int]]:
 
 
 def metric_totals_for(store: Store, run_ids: Iterable[int]) -> dict[int, dict[str, float]]:
-    """Per run, each counter summed over the run's phases (in SQL)."""
-    out: dict[int, dict[str, float]] = defaultdict(dict)
+    """Per run, each counter summed over the run's phases, as recorded in its
+    ``run_samples`` row (one narrow row per run, not one row per counter and phase)."""
+    out: dict[int, dict[str, float]] = {}
     with store.engine.connect() as conn:
         for chunk in _chunks(run_ids):
-            for run_id, name, value in conn.execute(
-                select(MetricRow.run_id, MetricRow.name, func.sum(MetricRow.value))
-                .where(MetricRow.run_id.in_(chunk))
-                .group_by(MetricRow.run_id, MetricRow.name)
+            for run_id, counters in conn.execute(
+                select(RunSampleRow.run_id, RunSampleRow.counters).where(RunSampleRow.run_id.in_(chunk))
             ):
-                out[run_id][name] = value
-    return dict(out)
+                if counters:
+                    out[run_id] = counters
+    return out
 
 
 def latest_grades_for(store: Store, run_ids: Iterable[int]) -> dict[int, GradeDetail]:

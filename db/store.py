@@ -15,9 +15,11 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, Sweep, SweepCell
+from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, RunSampleRow, Sweep, SweepCell
+from db.samples import summary_row
 from jobs.records import RequestRecord
 from orchestrator.cells import Cell, Grade, RunOutcome
 
@@ -37,12 +39,22 @@ def alembic_config(url: str | URL) -> Config:
     return config
 
 
+class StoreError(ValueError):
+    """The database cannot be opened; the message is one line naming it."""
+
+
 def _to_url(url_or_path: str | Path) -> URL:
     if isinstance(url_or_path, str) and "://" in url_or_path:
-        url = make_url(url_or_path)
+        try:
+            url = make_url(url_or_path)
+        except (ArgumentError, ValueError) as exc:
+            raise StoreError(f"--db {url_or_path!r}: not a SQLAlchemy URL ({exc})") from None
         if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
             # Migrations run on their own connection, which would see a different empty database.
-            raise ValueError(f"in-memory SQLite is not supported, use a file: {url_or_path}")
+            raise StoreError(f"in-memory SQLite is not supported, use a file: {url_or_path}")
+        if url.drivername == "postgresql":
+            # SQLAlchemy's default PostgreSQL driver is psycopg2; the `pg` extra installs psycopg 3.
+            url = url.set(drivername="postgresql+psycopg")
         return url
     path = Path(url_or_path).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,10 +81,23 @@ class Store:
 
     @classmethod
     def open(cls, url_or_path: str | Path) -> Store:
-        """Open (creating or upgrading through migrations) a file path or a SQLAlchemy URL."""
+        """Open (creating or upgrading through migrations) a file path or a SQLAlchemy URL.
+
+        SQLite files and PostgreSQL (``postgresql://`` or ``postgresql+psycopg://``, the
+        ``pg`` extra) are tested; a URL that cannot be used raises :class:`StoreError`.
+        """
         url = _to_url(url_or_path)
-        command.upgrade(alembic_config(url), "head")
-        engine = create_engine(url)
+        shown = url.render_as_string(hide_password=True)
+        try:
+            engine = create_engine(url)
+        except (ArgumentError, ImportError, NoSuchModuleError) as exc:
+            hint = "; install it with pip install 'vmatrix[pg]'" if url.get_backend_name() == "postgresql" else ""
+            raise StoreError(f"--db {shown}: cannot load the database driver ({exc}){hint}") from None
+        try:
+            command.upgrade(alembic_config(url), "head")
+        except OperationalError as exc:
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc).splitlines()[0]
+            raise StoreError(f"--db {shown}: cannot open the database: {reason}") from None
         if url.get_backend_name() == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
         return cls(engine)
@@ -124,7 +149,8 @@ class Store:
             ).first()
 
     def record_run(self, sweep_id: int, outcome: RunOutcome) -> int:
-        """Insert the run with its requests and metrics, all or nothing; returns the new run id."""
+        """Insert the run with its requests, metrics and their summary, all or nothing; returns
+        the new run id."""
         run = Run(
             cell_id=outcome.cell_id,
             sweep_id=sweep_id,
@@ -150,6 +176,10 @@ class Store:
                     for phase, samples in transcript.metrics.items()
                     for name, value in samples.items()
                 )
+                # What comparisons read, in one narrow row (db/samples.py).
+                summary = summary_row(run.id, transcript.requests, transcript.metrics)
+                if summary is not None:
+                    session.add(RunSampleRow(**summary))
         return run.id
 
     def record_grade(self, run_id: int, grade: Grade) -> int:
