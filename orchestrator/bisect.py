@@ -756,7 +756,7 @@ class BisectRequest:
     wheel_url: str | None = None
     find_fix: bool = False
     pre: bool = False
-    db: Path | None = None
+    db: str | Path | None = None  # a SQLite file or a SQLAlchemy URL
 
 
 def continue_command(req: BisectRequest, result: SearchResult, accelerator: str) -> list[str] | None:

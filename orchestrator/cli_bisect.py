@@ -15,8 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.bisect import BisectError, BisectReport, BisectRequest, Step, format_command, run_bisect
-from orchestrator.cli_common import console, err, fail
-from orchestrator.paths import default_db, runs_dir
+from orchestrator.cli_common import DB_HELP, console, err, fail, open_store
+from orchestrator.paths import runs_dir
 
 ANSWER_STYLE = {"good": "green", "bad": "red", "skip": "yellow"}
 
@@ -58,17 +58,15 @@ def bisect(
         None, "--wheel-url", help="Per-commit wheel: URL template with {commit}, or a wheelhouse folder."),
     find_fix: bool = typer.Option(False, "--find-fix", help="Find the first good version after a bad one."),
     pre: bool = typer.Option(False, "--pre", help="Include pre-releases between the ends."),
-    db: Path | None = typer.Option(None, "--db", help="Results database (default: user data dir)."),
+    db: str | None = typer.Option(None, "--db", help=DB_HELP),
     address: str | None = typer.Option(None, "--address", help="Join this Ray cluster instead of starting one."),
 ) -> None:
     """Bisect one cell of MATRIX between two vLLM releases (or commits, with --repo)."""
-    from db.store import Store
-
     req = BisectRequest(matrix=matrix, cell=cell, good=good, bad=bad, predicate=predicate, repo=repo,
                         wheel_url=wheel_url, find_fix=find_fix, pre=pre, db=db)
     if not matrix.is_file():
         fail(f"{matrix}: no such matrix file")
-    store = Store.open(db or default_db())
+    store = open_store(db)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[dim]{task.fields[phase]}"),
                TimeElapsedColumn())
     # Started by the first step only: input errors print their one line and nothing else.

@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 console = Console()
 err = Console(stderr=True)
 
-DbOpt = Annotated[Path | None, typer.Option("--db", help="Results database (default: user data dir).")]
+# A str, not a Path: Path would fold the "//" of a URL such as postgresql+psycopg://host/db.
+DB_HELP = "Results database: a SQLite file path or a SQLAlchemy URL, e.g. postgresql+psycopg://host/vmatrix " \
+          "(default: a file in the user data dir)."
+DbOpt = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
 
 def fail(message: str) -> NoReturn:
@@ -30,7 +33,11 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def open_store(db: Path | None) -> Store:
-    from db.store import Store
+def open_store(db: str | Path | None) -> Store:
+    """The store at ``db`` (path or URL); a URL that cannot be used is a one-line error."""
+    from db.store import Store, StoreError
 
-    return Store.open(db or default_db())
+    try:
+        return Store.open(db or default_db())
+    except StoreError as exc:
+        fail(str(exc))

