@@ -2,22 +2,27 @@
 
 Fills a fresh SQLite store (built through the migrations, as ``Store.open`` does) with
 synthetic recorded results: 2 engines x 5,000 knob combinations = 10,000 cells, one
-run each, 100 requests per run = 1,000,000 request rows, plus per-phase counters and a
-grade per run. Rows go in with SQLAlchemy core ``insert()`` executemany, one
-transaction per table. Then it times, best and median of ``--repeat``:
+run each, 100 requests per run = 1,000,000 request rows, plus per-phase counters, the
+run's ``run_samples`` summary row (as ``Store.record_run`` writes it) and a grade per
+run. Rows go in with SQLAlchemy core ``insert()`` executemany, in batches of 50,000
+requests. A ``--db`` made by an older version is upgraded first (migration 0003 backfills
+``run_samples``), and that upgrade is timed. Then it times, best and median of
+``--repeat``, wall clock and this process's CPU time:
 
 * ``lookup_table`` over all 10,000 cells (engine rows x prefix_caching, speculative),
   and for the sweep;
-* ``compare_groups`` of engine A vs engine B: 5,000 pairs, every request of both sides
-  read, 1,000 bootstrap resamples per pair, plus the overall interval; and its parts
-  (the cells, the requests, the counters, the statistics alone).
+* ``compare_groups`` of engine A vs engine B: 5,000 pairs, 1,000 bootstrap resamples
+  per pair, plus the overall interval; and its parts (the cells, the per-request
+  samples, the counters, the statistics alone);
+* the two CLI commands end to end as a user runs them (a fresh Python process each):
+  ``vmatrix results table`` and ``vmatrix results compare``.
 
 Synthetic data, not engine runs: the numbers say how fast the queries are, nothing
 about any engine. Results are written up in ``docs/BENCHMARKS.md``.
 
 Run from the repository root:
 
-    python benchmarks/results_queries.py            # a temporary 0.54 GiB database
+    python benchmarks/results_queries.py            # a temporary 0.6 GiB database
     python benchmarks/results_queries.py --db /tmp/bench.db --keep   # reuse it next time
 """
 
@@ -27,11 +32,13 @@ import argparse
 import itertools
 import os
 import random
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +47,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import func, insert, select  # noqa: E402
 
 from db.compare import CellFilter, Side, compare_groups, compare_sides, load_samples  # noqa: E402
-from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, SweepCell  # noqa: E402
+from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, RunSampleRow, SweepCell  # noqa: E402
 from db.queries import cell_results, lookup_table, metric_totals_for  # noqa: E402
+from db.samples import summary_row  # noqa: E402
 from db.store import Store  # noqa: E402
+from jobs.records import RequestRecord  # noqa: E402
 from orchestrator.cells import Cell, EngineRecipe  # noqa: E402
 from orchestrator.spec import Knobs  # noqa: E402
 
@@ -66,11 +75,6 @@ def knob_sets() -> list[dict[str, Any]]:
         ).canonical()
         for p, s, b, t in itertools.product((False, True), SPECULATIVE, BLOCK_SIZES, BATCHED_TOKENS)
     ]
-
-
-def batched(rows: Iterator[dict[str, Any]], size: int = BATCH) -> Iterator[list[dict[str, Any]]]:
-    while chunk := list(itertools.islice(rows, size)):
-        yield chunk
 
 
 def fill(store: Store, seed: int = 0) -> int:
@@ -104,53 +108,86 @@ def fill(store: Store, seed: int = 0) -> int:
             for run_id in range(1, len(cells) + 1)
         ])
 
-    def requests() -> Iterator[dict[str, Any]]:
-        for run_id, (_, engine, knobs) in enumerate(cells, start=1):
-            speed = 30.0 * (1.3 if engine.vllm == "0.28.0" else 1.0) * (1.4 if knobs["speculative"] else 1.0)
-            for phase, keys in PHASES:
-                for key in keys:
-                    n = rng.randint(16, 24)
-                    ttft = rng.uniform(0.1, 0.8)
-                    session, turn = key.split("/")
-                    yield {"run_id": run_id, "key": key, "session": session, "turn": int(turn), "phase": phase,
-                           "prompt_tokens": 1500 + 50 * int(turn), "token_ids": [rng.randrange(50_000)] * n,
-                           "logprobs": [-0.5] * n, "margins": [1.0] * n, "text": "t" * n, "finish_reason": "length",
-                           "ttft_s": ttft, "e2e_s": ttft + (n - 1) / (speed * rng.uniform(0.8, 1.2)), "error": None}
+    def requests(run_id: int, engine: EngineRecipe, knobs: dict[str, Any]) -> list[dict[str, Any]]:
+        speed = 30.0 * (1.3 if engine.vllm == "0.28.0" else 1.0) * (1.4 if knobs["speculative"] else 1.0)
+        rows = []
+        for phase, keys in PHASES:
+            for key in keys:
+                n = rng.randint(16, 24)
+                ttft = rng.uniform(0.1, 0.8)
+                session, turn = key.split("/")
+                rows.append({"run_id": run_id, "key": key, "session": session, "turn": int(turn), "phase": phase,
+                             "prompt_tokens": 1500 + 50 * int(turn), "token_ids": [rng.randrange(50_000)] * n,
+                             "logprobs": [-0.5] * n, "margins": [1.0] * n, "text": "t" * n,
+                             "finish_reason": "length", "ttft_s": ttft,
+                             "e2e_s": ttft + (n - 1) / (speed * rng.uniform(0.8, 1.2)), "error": None})
+        return rows
 
-    def metrics() -> Iterator[dict[str, Any]]:
-        for run_id, (_, _, knobs) in enumerate(cells, start=1):
-            spec = knobs["speculative"]
-            for phase, keys in PHASES:
-                names: dict[str, float] = {}
-                if knobs["prefix_caching"]:
-                    names |= {"vllm:prefix_cache_queries_total": 1600.0 * len(keys),
-                              "vllm:prefix_cache_hits_total": 1100.0 * len(keys)}
-                if spec:
-                    k, drafts = spec["num_speculative_tokens"], 50.0 * len(keys)
-                    per_pos = {f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={p}}}":
-                               drafts * 0.7 / (p + 1) for p in range(k)}
-                    names |= per_pos | {"vllm:spec_decode_num_drafts_total": drafts,
-                                        "vllm:spec_decode_num_draft_tokens_total": drafts * k,
-                                        "vllm:spec_decode_num_accepted_tokens_total": sum(per_pos.values())}
-                for name, value in names.items():
-                    yield {"run_id": run_id, "phase": phase, "name": name, "value": value}
+    def metrics(knobs: dict[str, Any]) -> dict[str, dict[str, float]]:
+        spec = knobs["speculative"]
+        out = {}
+        for phase, keys in PHASES:
+            names: dict[str, float] = {}
+            if knobs["prefix_caching"]:
+                names |= {"vllm:prefix_cache_queries_total": 1600.0 * len(keys),
+                          "vllm:prefix_cache_hits_total": 1100.0 * len(keys)}
+            if spec:
+                k, drafts = spec["num_speculative_tokens"], 50.0 * len(keys)
+                per_pos = {f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={p}}}":
+                           drafts * 0.7 / (p + 1) for p in range(k)}
+                names |= per_pos | {"vllm:spec_decode_num_drafts_total": drafts,
+                                    "vllm:spec_decode_num_draft_tokens_total": drafts * k,
+                                    "vllm:spec_decode_num_accepted_tokens_total": sum(per_pos.values())}
+            out[phase] = names
+        return out
 
-    for table, rows in ((RequestRow, requests()), (MetricRow, metrics())):
-        with store.engine.begin() as conn:
-            for chunk in batched(rows):
-                conn.execute(insert(table), chunk)
+    # Per run: its requests and counters, and the summary row the store writes with them.
+    request_rows: list[dict[str, Any]] = []
+    metric_rows: list[dict[str, Any]] = []
+    summaries: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        for table, rows in ((RequestRow, request_rows), (MetricRow, metric_rows), (RunSampleRow, summaries)):
+            if rows:
+                with store.engine.begin() as conn:
+                    conn.execute(insert(table), rows)
+                rows.clear()
+
+    for run_id, (_, engine, knobs) in enumerate(cells, start=1):
+        reqs, mets = requests(run_id, engine, knobs), metrics(knobs)
+        request_rows += reqs
+        metric_rows += [{"run_id": run_id, "phase": phase, "name": name, "value": value}
+                        for phase, names in mets.items() for name, value in names.items()]
+        records = [RequestRecord(**{k: v for k, v in r.items() if k != "run_id"}) for r in reqs]
+        summaries.append(summary_row(run_id, records, mets))  # type: ignore[arg-type]
+        if len(request_rows) >= BATCH:
+            flush()
+    flush()
     store.finish_sweep(sweep_id)
     return sweep_id
 
 
 def timed(label: str, fn: Callable[[], Any], repeat: int) -> Any:
-    times, result = [], None
+    walls, cpus, result = [], [], None
+    for _ in range(repeat):
+        start, cpu = time.perf_counter(), time.process_time()
+        result = fn()
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    print(f"{label:<58} best {min(walls):6.3f} s   median {statistics.median(walls):6.3f} s   "
+          f"cpu median {statistics.median(cpus):6.3f} s", flush=True)
+    return result
+
+
+def timed_cli(label: str, argv: list[str], repeat: int) -> None:
+    """A CLI command as a user runs it: a fresh interpreter, imports and store opening included."""
+    walls = []
     for _ in range(repeat):
         start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    print(f"{label:<58} best {min(times):6.3f} s   median {statistics.median(times):6.3f} s", flush=True)
-    return result
+        subprocess.run([sys.executable, "-m", "orchestrator.cli", *argv], check=True, stdout=subprocess.DEVNULL,
+                       cwd=Path(__file__).resolve().parent.parent)
+        walls.append(time.perf_counter() - start)
+    print(f"{label:<58} best {min(walls):6.3f} s   median {statistics.median(walls):6.3f} s", flush=True)
 
 
 def main() -> None:
@@ -164,7 +201,14 @@ def main() -> None:
     tmp = None if args.db else tempfile.TemporaryDirectory(prefix="vmatrix-bench-")
     path = args.db or Path(tmp.name) / "bench.db"  # type: ignore[union-attr]
     fresh = not path.exists()
+    if not fresh:
+        with sqlite3.connect(path) as conn:
+            revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+    start = time.perf_counter()
     store = Store.open(path)
+    if not fresh and revision < "0003":
+        print(f"upgraded {path} from migration {revision} in {time.perf_counter() - start:.1f} s "
+              "(backfilling run_samples)", flush=True)
     try:
         if fresh:
             start = time.perf_counter()
@@ -195,7 +239,7 @@ def main() -> None:
 
         cells = timed("  part: cell_results (all cells, latest runs)", lambda: cell_results(store), args.repeat)
         run_ids = [c.run_id for c in cells if c.run_id is not None]
-        samples = timed("  part: load_samples (1,000,000 requests)", lambda: load_samples(store, run_ids),
+        samples = timed("  part: load_samples (of 1,000,000 requests)", lambda: load_samples(store, run_ids),
                         args.repeat)
         totals = timed("  part: metric_totals_for", lambda: metric_totals_for(store, run_ids), args.repeat)
         by_engine: dict[str, dict[str, Side]] = {}
@@ -207,6 +251,12 @@ def main() -> None:
         pairs = [(base[k], cand[k]) for k in base]
         timed("  part: compare_sides (statistics only, 5,000 pairs)",
               lambda: compare_sides(pairs, resamples=args.resamples), args.repeat)
+
+        db = ["--db", str(path)]
+        timed_cli("vmatrix results table (CLI, fresh process)", ["results", "table", *db], args.repeat)
+        timed_cli("vmatrix results compare (CLI, fresh process)",
+                  ["results", "compare", *db, "--baseline", f"vllm={a.value}", "--candidate", f"vllm={b.value}",
+                   "--resamples", str(args.resamples)], args.repeat)
     finally:
         store.close()
         if tmp is not None:

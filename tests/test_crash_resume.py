@@ -91,7 +91,12 @@ def _sweep_run(matrix: Path, db: Path, log: Path) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "orchestrator.cli", "sweep", "run", str(matrix), "--db", str(db)]
     # The checkout under test first on the path, as `python -m pytest` has it.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                                         os.environ.get("PYTHONPATH", "")])}
+                                                         os.environ.get("PYTHONPATH", "")]),
+           # On a machine loaded by other work Ray's dashboard agent can take more than
+           # the default wait to start, and the raylet then aborts ray.init. What this test
+           # is about starts after that: give the start up to 5 minutes.
+           "RAY_agent_register_timeout_ms": os.environ.get("RAY_agent_register_timeout_ms", "300000"),
+           "RAY_raylet_start_wait_time_s": os.environ.get("RAY_raylet_start_wait_time_s", "300")}
     return subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env,
                             cwd=Path(__file__).resolve().parent.parent)
 
