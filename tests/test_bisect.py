@@ -28,7 +28,6 @@ from typer.testing import CliRunner
 
 from db.store import Store
 from jobs.records import RequestRecord, Transcript
-from orchestrator import bisect as bisect_mod
 from orchestrator.bisect import (
     DEFAULT_WHEEL_URL,
     BisectError,
