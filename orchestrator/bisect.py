@@ -104,6 +104,11 @@ class Predicate:
             return "skip", obs.unavailable
         if obs.status == "startup_failed" and not self.names_failure:
             return "skip", f"startup_failed: {obs.signature or ''}".strip().rstrip(":")
+        if obs.never_ready and not (self.kind == "status" and (self.value == "timeout" or self.names_failure)):
+            # An engine that never got ready (a loaded machine, a slow start) has not
+            # answered whether it crashes, diverges or is slow: judging it "good" for
+            # `status == crashed` would point the search the wrong way.
+            return "skip", "timeout before the engine was ready"
         if self.kind in ("verdict", "status"):
             got = obs.verdict if self.kind == "verdict" else obs.status
             if self.kind == "verdict" and got is None:
@@ -164,6 +169,7 @@ class Observation:
     reused: bool = False  # the run was already in the results DB: no engine started now
     metrics: dict[str, float] = field(default_factory=dict)
     unavailable: str | None = None  # set when the version could not be run at all
+    never_ready: bool = False  # timed out before the engine answered its health check
 
 
 def request_metrics(requests: Iterable[Any]) -> dict[str, float]:
@@ -738,8 +744,9 @@ class SweepEvaluator:
             grade = self.store.latest_grade(run.id)
             total = (run.timings or {}).get("total_s", run.finished_at - run.started_at)
             metrics = request_metrics(self.store.requests_for(run.id)) if run.status == "ok" else {}
+            never_ready = run.status == "timeout" and (run.message or "").startswith("engine not ready")
             out.append(Observation(cand, run.status, grade.verdict if grade else None, run.signature, run.id,
-                                   total, cell.id in skipped, metrics))
+                                   total, cell.id in skipped, metrics, never_ready=never_ready))
         return out
 
 

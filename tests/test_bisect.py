@@ -194,6 +194,13 @@ def test_judging_good_bad_and_skip() -> None:
     assert crashed.judge(obs("startup_failed", "startup_failed"))[0] == "skip"
     assert parse_predicate("status != ok").judge(obs("startup_failed", "startup_failed"))[0] == "bad"
     assert parse_predicate("status == startup_failed").judge(obs("startup_failed", None))[0] == "bad"
+    # Timed out before the engine was ready (seen under load): it answered nothing.
+    never = Observation("v", status="timeout", verdict="timeout", never_ready=True)
+    assert crashed.judge(never) == ("skip", "timeout before the engine was ready")
+    assert default.judge(never)[0] == "skip"
+    assert parse_predicate("status == timeout").judge(never)[0] == "bad"
+    assert parse_predicate("status != ok").judge(never)[0] == "bad"
+    assert crashed.judge(Observation("v", status="timeout", verdict="timeout"))[0] == "good", "a replay timeout"
 
     slower = parse_predicate("decode_tps < 0.9 * good")
     assert slower.judge(obs(decode_tps=80.0), good_ref=100.0)[0] == "bad"
