@@ -29,6 +29,9 @@ from orchestrator.geometry import lmcache_on
 CONFIG_NAME = "lmcache.yaml"
 # L2 is capped so a long trace cannot fill the disk of a shared host.
 L2_DISK_GB = 5.0
+# The in-engine connector's own L1 default (max_local_cpu_size, 0.5.x), given to the
+# server too so an unset lmcache_l1_gb means the same for both connectors.
+MP_DEFAULT_L1_GB = 5.0
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,9 @@ def sidecar_argv(python: Path, knobs: dict[str, Any], l2_dir: Path | None, port:
     ]  # fmt: skip
     if knobs.get("lmcache_chunk_size") is not None:
         argv += ["--chunk-size", str(knobs["lmcache_chunk_size"])]
-    if knobs.get("lmcache_l1_gb") is not None:
-        argv += ["--l1-size-gb", str(knobs["lmcache_l1_gb"])]
+    # The server has no default L1 and refuses to start without one ("Legacy L1
+    # configuration requires --l1-size-gb and --eviction-policy", 0.5.6).
+    argv += ["--l1-size-gb", str(knobs.get("lmcache_l1_gb") or MP_DEFAULT_L1_GB), "--eviction-policy", "LRU"]
     if l2_dir is not None:
         argv += ["--l2-adapter", json.dumps({"type": "fs", "base_path": str(l2_dir)})]
     return argv

@@ -123,7 +123,10 @@ def test_multiprocess_connector_gets_a_sidecar(tmp_path: Path) -> None:
     assert argv[argv.index("--port") + 1] == "5601" and argv[argv.index("--http-port") + 1] == "8601"
     assert argv[argv.index("--chunk-size") + 1] == "256" and argv[argv.index("--l1-size-gb") + 1] == "1.0"
     assert json.loads(argv[argv.index("--l2-adapter") + 1]) == {"type": "fs", "base_path": str(tmp_path / "run" / "l2")}
+    assert argv[argv.index("--eviction-policy") + 1] == "LRU"
     assert setup.sidecar.health_url == "http://127.0.0.1:8601/healthcheck"
+    unset = lmcache.sidecar_argv(PY, Knobs(lmcache_connector="LMCacheMPConnector").canonical(), None, 1, 2)
+    assert unset[unset.index("--l1-size-gb") + 1] == str(lmcache.MP_DEFAULT_L1_GB) and "--l2-adapter" not in unset
     assert setup.kv_transfer == {"kv_connector": "LMCacheMPConnector", "kv_role": "kv_producer",
                                  "kv_connector_extra_config": {"lmcache.mp.host": "tcp://127.0.0.1",
                                                                "lmcache.mp.port": 5601}}
@@ -191,3 +194,15 @@ def test_invalid_cells_are_recorded_without_an_engine(tmp_path: Path) -> None:
 def test_run_invalid_flag() -> None:
     assert parse_spec(INVALID + "run_invalid: true\n", "t.yaml").run_invalid
     assert not parse_spec(INVALID, "t.yaml").run_invalid
+
+
+def test_plan_marks_invalid_cells(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(INVALID)
+    result = CliRunner().invoke(app, ["sweep", "plan", str(matrix)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "cell (invalid: lmcache-chunk-multiple-of-block)" in result.output
