@@ -4,7 +4,7 @@ Results are append-only: a rerun adds a :class:`Run`, a regrade adds a :class:`G
 and readers pick the newest. Nothing here is updated in place except a sweep's
 ``finished_at``, so no recorded result is ever lost or silently overwritten.
 
-The migrations in ``versions/`` mirror these definitions by hand; keep the two in step
+The migrations in ``versions/`` mirror these definitions by hand; keep them in step
 (``tests/test_db.py`` compares them).
 """
 
@@ -80,7 +80,7 @@ class Run(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     cell_id: Mapped[str] = mapped_column(ForeignKey("cells.id"))
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
-    status: Mapped[str] = mapped_column(String)  # ok | startup_failed | crashed | timeout
+    status: Mapped[str] = mapped_column(String)  # ok | startup_failed | crashed | timeout | invalid
     signature: Mapped[str | None] = mapped_column(Text)
     message: Mapped[str | None] = mapped_column(Text)
     fingerprint: Mapped[dict[str, Any]]
@@ -111,6 +111,9 @@ class RequestRow(Base):
     ttft_s: Mapped[float | None] = mapped_column(Float)
     e2e_s: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
+    # Engine restarts before this request (trace restart points); 0 for runs recorded
+    # before restarts existed (migration 0004).
+    restarts: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class RunSampleRow(Base):

@@ -51,6 +51,7 @@ RESULT_COLORS = {
     "crashed": "#de2d26",
     "startup_failed": "#9e9ac8",
     "timeout": "#fed976",
+    "invalid": "#969696",  # knobs break a geometry rule; never started
     "ungraded": "#d9d9d9",
     "not run": "#ffffff",
 }

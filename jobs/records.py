@@ -27,6 +27,9 @@ class RequestRecord:
     ttft_s: float | None = None
     e2e_s: float | None = None
     error: str | None = None
+    # Engine restarts before this request was sent (trace restart points): a request
+    # with restarts > 0 was served by a restarted engine (and, with LMCache, its L2).
+    restarts: int = 0
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
 
@@ -94,21 +94,38 @@ def _error_message(body: str) -> str:
         return body[:300]
 
 
+Restart = Callable[[str], Awaitable[bool]]  # (phase just done) -> engine back and ready?
+
+
 async def replay(
     base_url: str,
     model: str,
     workload: Workload,
     on_phase: Callable[[str], None] | None = None,
     timeout_s: float = 600,
+    restart: Restart | None = None,
 ) -> Transcript:
     """Run every phase in order; stop after a phase in which the engine went away.
+
+    After each phase named in ``workload.restart_after`` (except the last phase:
+    nothing would follow) the replay awaits ``restart(phase)``; the caller owns the
+    engine, stops it and starts it again at the same address. If it does not come
+    back (False), the replay stops there. Requests sent after a restart carry the
+    number of restarts before them. Without ``restart``, restart points are refused:
+    skipping them would grade a different experiment.
 
     Raises nothing for engine failures: failed requests carry ``error`` and the
     caller decides (with the process state) whether the engine crashed.
     """
+    last = workload.phases[-1][0] if workload.phases else None
+    points = [p for p in workload.restart_after if p != last]
+    if points and restart is None:
+        raise ValueError(f"workload {workload.name!r} restarts the engine after {points[0]!r}; give replay a restart")
     transcript = Transcript()
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits) as client:
+    restarts = 0
+    # One client per engine life: connections to a stopped engine are dead.
+    client = _client(timeout_s)
+    try:
         for phase, requests in workload.phases:
             if on_phase:
                 on_phase(phase)
@@ -116,6 +133,8 @@ async def replay(
             records = await asyncio.gather(
                 *(send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs) for r in requests)
             )
+            for rec in records:
+                rec.restarts = restarts
             transcript.requests.extend(records)
             after = await _safe_scrape(client, base_url)
             if before is not None and after is not None:
@@ -124,7 +143,23 @@ async def replay(
             # 5xx, refused prompt); later phases would only repeat the failure.
             if any(r.error for r in records):
                 break
+            if phase in points:
+                assert restart is not None
+                if on_phase:
+                    on_phase(f"restarting after {phase}")
+                await client.aclose()
+                client = _client(timeout_s)
+                if not await restart(phase):
+                    break
+                restarts += 1
+    finally:
+        await client.aclose()
     return transcript
+
+
+def _client(timeout_s: float) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits)
 
 
 async def _safe_scrape(client: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:

@@ -384,8 +384,8 @@ def request_messages(trace: Trace, session: Session, turn: int, system: str | No
 def trace_to_workload(trace: Trace, max_tokens: int, top_logprobs: int) -> Workload:
     """The replay of a trace, phase by phase; keys are ``<session>/<turn>``.
 
-    ``trace.schedule.restart_after`` has no place in a Workload: the caller that
-    owns the engine restarts it after those phases.
+    ``trace.schedule.restart_after`` travels as ``Workload.restart_after``; the replay
+    asks the caller that owns the engine to restart it after those phases.
     """
     validate(trace, f"<trace {trace.name}>")
     system = trace.prefix.render()
@@ -398,7 +398,8 @@ def trace_to_workload(trace: Trace, max_tokens: int, top_logprobs: int) -> Workl
             for sid, turn in ph.requests
         )
         phases.append((ph.name, reqs))
-    return Workload(name=trace.name, phases=tuple(phases), max_tokens=max_tokens, top_logprobs=top_logprobs)
+    return Workload(name=trace.name, phases=tuple(phases), max_tokens=max_tokens, top_logprobs=top_logprobs,
+                    restart_after=trace.schedule.restart_after)
 
 
 # ---------------------------------------------------------------- synthesis

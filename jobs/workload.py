@@ -38,6 +38,8 @@ class Workload:
     phases: tuple[tuple[str, tuple[ReplayRequest, ...]], ...]  # run in order; requests within at once
     max_tokens: int
     top_logprobs: int
+    # Phases after which the engine is stopped and started again (trace restart points).
+    restart_after: tuple[str, ...] = ()
 
     @property
     def requests(self) -> list[ReplayRequest]:
@@ -85,9 +87,13 @@ def build_workload(spec: WorkloadSpec) -> Workload:
 
 def workload_digest(spec: WorkloadSpec) -> str:
     wl = build_workload(spec)
-    payload = json.dumps(
-        {"phases": [[name, [asdict(r) for r in reqs]] for name, reqs in wl.phases],
-         "max_tokens": wl.max_tokens, "top_logprobs": wl.top_logprobs},
-        sort_keys=True,
-    )
+    content: dict[str, object] = {
+        "phases": [[name, [asdict(r) for r in reqs]] for name, reqs in wl.phases],
+        "max_tokens": wl.max_tokens, "top_logprobs": wl.top_logprobs,
+    }
+    if wl.restart_after:
+        # Only when present: workloads without restarts keep the digests (and cell ids)
+        # they had before replays executed restart points.
+        content["restart_after"] = list(wl.restart_after)
+    payload = json.dumps(content, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()

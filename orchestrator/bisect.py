@@ -50,8 +50,8 @@ Answer = Literal["good", "bad", "skip"]
 # for those, fill a wheelhouse (docs/BISECT.md, 'Commit mode') and pass its folder.
 DEFAULT_WHEEL_URL = "https://wheels.vllm.ai/{commit}/vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl"
 
-STATUSES = ("ok", "startup_failed", "crashed", "timeout")
-VERDICTS = ("clean", "divergent", "crashed", "startup_failed", "timeout", "ungraded", "control")
+STATUSES = ("ok", "startup_failed", "crashed", "timeout", "invalid")
+VERDICTS = ("clean", "divergent", "crashed", "startup_failed", "timeout", "invalid", "ungraded", "control")
 METRICS = ("decode_tps", "ttft_s", "e2e_s")
 
 
@@ -109,6 +109,9 @@ class Predicate:
             # answered whether it crashes, diverges or is slow: judging it "good" for
             # `status == crashed` would point the search the wrong way.
             return "skip", "timeout before the engine was ready"
+        if obs.status == "invalid" and self.value != "invalid":
+            # The knobs break a geometry rule on every version: nothing to learn here.
+            return "skip", f"invalid: {obs.signature or ''}".strip().rstrip(":")
         if self.kind in ("verdict", "status"):
             got = obs.verdict if self.kind == "verdict" else obs.status
             if self.kind == "verdict" and got is None:

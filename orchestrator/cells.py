@@ -17,8 +17,9 @@ from jobs.records import Transcript
 
 __all__ = ["Cell", "EngineRecipe", "Grade", "ModelRef", "RunOutcome", "digest"]
 
-Status = Literal["ok", "startup_failed", "crashed", "timeout"]
-Verdict = Literal["clean", "divergent", "crashed", "startup_failed", "timeout", "ungraded", "control"]
+# invalid: the knobs break a geometry rule (orchestrator/geometry.py); no engine was started.
+Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
+Verdict = Literal["clean", "divergent", "crashed", "startup_failed", "timeout", "invalid", "ungraded", "control"]
 
 
 def canonical_json(value: Any) -> str:

@@ -16,6 +16,7 @@ from orchestrator.cli_common import DbOpt, console, fail, open_store
 from orchestrator.cli_noise import results_noise
 from orchestrator.cli_results import report, results_extra
 from orchestrator.cli_traces import traces_app
+from orchestrator.geometry import violations
 from orchestrator.matrix import Plan, describe_knobs, expand
 from orchestrator.paths import runs_dir
 from orchestrator.spec import SpecError, load_spec
@@ -64,7 +65,11 @@ def sweep_plan(matrix: Path, engine: EngineOpt = None, controls_only: ControlsOp
     for col in ("cell", "role", "engine", "knobs", "workload", "graded against"):
         table.add_column(col)
     for cell in plan.cells:
-        table.add_row(*_cell_row(cell, "control" if cell.is_control else "cell"))
+        role = "control" if cell.is_control else "cell"
+        if broken := violations(cell.engine, cell.knobs):
+            # Shown before running: such a cell is recorded `invalid` unless run_invalid is set.
+            role += f" (invalid: {broken[0].rule}{', run anyway' if plan.spec.run_invalid else ''})"
+        table.add_row(*_cell_row(cell, role))
     console.print(table)
 
 

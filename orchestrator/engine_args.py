@@ -21,7 +21,15 @@ SERVED_NAME = "canary"
 _PREFIX_DEFAULT_ON = Version("0.8.0")
 
 
-def engine_argv(python: Path, recipe: EngineRecipe, knobs: dict[str, Any], model: str, port: int) -> list[str]:
+def engine_argv(
+    python: Path,
+    recipe: EngineRecipe,
+    knobs: dict[str, Any],
+    model: str,
+    port: int,
+    kv_transfer: dict[str, Any] | None = None,
+) -> list[str]:
+    """``kv_transfer``: the KV connector's config (LMCache, orchestrator/lmcache.py)."""
     version = Version(recipe.vllm)
     argv = [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
@@ -57,6 +65,8 @@ def engine_argv(python: Path, recipe: EngineRecipe, knobs: dict[str, Any], model
     ):
         if knobs.get(knob) is not None:
             argv += [flag, str(knobs[knob])]
+    if kv_transfer is not None:
+        argv += ["--kv-transfer-config", json.dumps(kv_transfer, sort_keys=True)]
     argv += list(knobs.get("extra_args") or ())
     return argv
 

@@ -2,20 +2,28 @@
 
 This is the body of a Ray task. It never raises for anything the stack under test
 does (a patch that does not apply, an engine that refuses to start or dies): those
-are outcomes to record. The engine is torn down on every path.
+are outcomes to record. The engine (and its LMCache server, if the cell has one) is
+torn down on every path.
+
+The cell owns its engine; the replay does not. At a restart point of the workload
+the replay calls back here, and the engine is stopped and started again with the
+same arguments and the same LMCache L2 folder (orchestrator/lmcache.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from jobs.replay import replay
 from jobs.workload import build_workload
+from orchestrator import lmcache
 from orchestrator.cells import Cell, RunOutcome
 from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
 from orchestrator.runtimes.local import CELL_ENV, EngineProcess, EnvBuildError, ensure_env, free_port
@@ -52,19 +60,70 @@ def run_cell(cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | Non
     timings["env_s"] = time.monotonic() - t
     outcome.fingerprint = env.fingerprint
 
+    process_env = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
+    # The cell's own LMCache state (config, L2) lives in its run folder, nowhere shared.
+    lmc = lmcache.prepare(cell.knobs, env.python, log_dir / f"{cell.id}-{stamp}", (free_port(), free_port()))
+    sidecar = None
+    if lmc is not None and lmc.sidecar is not None:
+        sidecar = EngineProcess(argv=lmc.sidecar.argv, env=process_env, log_path=log_dir / f"{cell.id}-{stamp}.lmcache.log",
+                                port=lmc.sidecar.http_port, health_path="/healthcheck")
+    companions = (sidecar,) if sidecar else ()
     port = free_port()
     engine = EngineProcess(
-        argv=engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, port),
-        env=engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id},
+        argv=engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, port,
+                         kv_transfer=lmc.kv_transfer if lmc else None),
+        env=process_env | (lmc.env if lmc else {}),
         log_path=engine_log,
         port=port,
     )
+
+    def server_crash() -> str:
+        assert sidecar is not None
+        return f"lmcache server: {sidecar.signature() or f'exit code {sidecar.proc.returncode if sidecar.proc else None}'}"
+
+    # A restart runs in a worker thread; teardown must not race it into starting an
+    # engine nobody will stop.
+    lock = threading.Lock()
+    closed = False
+    restart_failed: dict[str, str] = {}  # phase -> the restarted engine's state
+
+    def restart_engine() -> str:
+        with lock:
+            if closed:
+                return "exited"
+            engine.stop()
+            engine.start()
+        return engine.wait_ready(timeouts.startup_s, companions)
+
+    async def restart(phase: str) -> bool:
+        say(f"restarting engine after {phase}")
+        t0 = time.monotonic()
+        state = await asyncio.to_thread(restart_engine)
+        timings["restart_s"] = timings.get("restart_s", 0.0) + time.monotonic() - t0
+        timings["restarts"] = timings.get("restarts", 0) + 1
+        if state != "ready":
+            restart_failed[phase] = state
+        return state == "ready"
+
     try:
+        if sidecar is not None:
+            say("starting lmcache server")
+            t = time.monotonic()
+            sidecar.start()
+            state = sidecar.wait_ready(timeouts.startup_s)
+            timings["sidecar_s"] = time.monotonic() - t
+            if state != "ready":
+                status = "timeout" if state == "timeout" else "startup_failed"
+                return finish(status=status, signature=server_crash(), message=f"lmcache server {state} ({sidecar.log_path})")
+
         say("starting engine")
         t = time.monotonic()
         engine.start()
-        state = engine.wait_ready(timeouts.startup_s)
+        state = engine.wait_ready(timeouts.startup_s, companions)
         timings["startup_s"] = time.monotonic() - t
+        if state == "companion_exited":
+            return finish(status="startup_failed", signature=server_crash(),
+                          message=f"the lmcache server died while the engine started ({sidecar.log_path if sidecar else ''})")
         if state == "exited":
             return finish(status="startup_failed", signature=engine.signature() or f"exit code {engine.proc.returncode}")
         if state == "timeout":
@@ -74,15 +133,30 @@ def run_cell(cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | Non
         say("replaying")
         t = time.monotonic()
         workload = build_workload(WorkloadSpec(**cell.workload))
+        # Restarts are engine starts, each allowed the startup timeout on top of the replay's.
+        budget = timeouts.replay_s + timeouts.startup_s * len(workload.restart_after)
         try:
             transcript = asyncio.run(
-                asyncio.wait_for(replay(engine.base_url, SERVED_NAME, workload, on_phase=lambda p: say(f"replaying {p}")),
-                                 timeouts.replay_s)
+                asyncio.wait_for(replay(engine.base_url, SERVED_NAME, workload,
+                                        on_phase=lambda p: say(f"replaying {p}"), restart=restart), budget)
             )
         except TimeoutError:
-            timings["replay_s"] = time.monotonic() - t
-            return finish(status="timeout", message=f"replay not done after {timeouts.replay_s:.0f} s")
-        timings["replay_s"] = time.monotonic() - t
+            timings["replay_s"] = time.monotonic() - t - timings.get("restart_s", 0.0)
+            if sidecar is not None and not sidecar.alive():
+                return finish(status="crashed", signature=server_crash(), message="the lmcache server died during the replay")
+            return finish(status="timeout", message=f"replay not done after {budget:.0f} s")
+        # Replay time without the engine restarts in it (timed as restart_s).
+        timings["replay_s"] = time.monotonic() - t - timings.get("restart_s", 0.0)
+        if sidecar is not None and not sidecar.alive():
+            return finish(status="crashed", transcript=transcript, signature=server_crash(),
+                          message="the lmcache server died during the replay")
+        for phase, state in restart_failed.items():
+            if state == "companion_exited":
+                return finish(status="crashed", transcript=transcript, signature=server_crash(),
+                              message=f"the lmcache server died while the engine restarted after {phase}")
+            return finish(status="timeout" if state == "timeout" else "crashed", transcript=transcript,
+                          signature=engine.signature() or (f"exit code {engine.proc.returncode}" if engine.proc else None),
+                          message=f"engine did not come back ({state}) from the restart after phase {phase}")
         failed = [r for r in transcript.requests if r.error]
         if failed:
             # Give a dying engine a moment to write its traceback (or to exit).
@@ -98,7 +172,14 @@ def run_cell(cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | Non
     finally:
         say("stopping engine")
         t = time.monotonic()
-        engine.stop()
+        with lock:
+            closed = True
+            engine.stop()
+        if sidecar is not None:
+            sidecar.stop()
+        if lmc is not None and lmc.l2_dir is not None:
+            # L2 can be gigabytes on a real model; it lived for this cell only.
+            shutil.rmtree(lmc.l2_dir, ignore_errors=True)
         # Teardown is part of the cell's time (and of the orchestrator's overhead).
         timings["teardown_s"] = time.monotonic() - t
         outcome.finished_at = time.time()

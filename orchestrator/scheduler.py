@@ -21,12 +21,13 @@ from jobs.grade import grade_transcripts
 from jobs.records import Transcript
 from orchestrator.canary import canary_dir, ensure_canary
 from orchestrator.cells import Cell, Grade, RunOutcome
+from orchestrator.geometry import violations
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import run_cell
 from orchestrator.runtimes.local import ensure_env, reap_orphans
 from orchestrator.spec import Grading, Timeouts
 
-FINAL = ("ok", "startup_failed", "crashed", "timeout")
+FINAL = ("ok", "startup_failed", "crashed", "timeout", "invalid")
 
 
 class SweepError(RuntimeError):
@@ -117,12 +118,24 @@ def run_sweep(
     for cell in plan.cells:
         store.add_cell(sweep_id, cell)
 
+    run_invalid = plan.spec.run_invalid
     todo: list[Cell] = []
     for cell in plan.cells:
         done = store.latest_run(cell.id)
-        if done is not None and done.status in FINAL and not rerun:
+        # An `invalid` record says "not started"; asked to run invalid cells, run it now.
+        if done is not None and done.status in FINAL and not rerun and not (run_invalid and done.status == "invalid"):
             result.skipped.append(cell.id)
             say(cell.id, f"skipped (run {done.id}, {done.status})")
+        elif (broken := violations(cell.engine, cell.knobs)) and not run_invalid:
+            # Recorded at once, without an engine start (or a Ray task).
+            now = time.time()
+            outcome = RunOutcome(cell.id, "invalid", now, now, signature=str(broken[0]),
+                                 message="; ".join(map(str, broken)) + " (run_invalid: true runs it anyway)")
+            run_id = store.record_run(sweep_id, outcome)
+            store.record_grade(run_id, grade_cell(store, cell, outcome, plan.spec.grading))
+            result.ran.append(cell.id)
+            result.run_ids[cell.id] = run_id
+            say(cell.id, "graded invalid")
         else:
             todo.append(cell)
     if not todo:
@@ -168,6 +181,10 @@ def run_sweep(
                 outcome = RunOutcome(cell.id, "crashed", now, now,
                                      signature=f"task failed: {type(cause).__name__}: {cause}".splitlines()[0][:300],
                                      message=str(exc)[:2000])
+            if broken := violations(cell.engine, cell.knobs):
+                # Run anyway (run_invalid): the engine's own answer, with the rule it broke.
+                note = "ran despite " + "; ".join(map(str, broken))
+                outcome.message = f"{note}; {outcome.message}" if outcome.message else note
             run_id = store.record_run(sweep_id, outcome)
             result.ran.append(cell.id)
             result.run_ids[cell.id] = run_id

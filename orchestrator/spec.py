@@ -65,9 +65,32 @@ class Knobs(_Strict):
     enforce_eager: bool = True
     max_model_len: int = Field(default=16384, ge=256)
     extra_args: tuple[str, ...] = ()
+    # LMCache (docs/lmcache.md); the engine recipe names the version (`lmcache: 0.5.6`).
+    # No connector means LMCache is off, whatever the other lmcache_* knobs say.
+    lmcache_connector: Literal["LMCacheConnectorV1", "LMCacheMPConnector"] | None = None
+    lmcache_chunk_size: int | None = Field(default=None, ge=1)
+    lmcache_l1_gb: float | None = Field(default=None, gt=0)
+    lmcache_l2_disk: bool | None = None
+    kv_role: Literal["kv_both", "kv_producer", "kv_consumer"] | None = None
 
     def canonical(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The knobs as a cell stores and hashes them.
+
+        Knobs added after cells were first recorded are left out while unset, so
+        every cell recorded before they existed keeps its id. LMCache knobs without a
+        connector change nothing, so they are left out too: such cells are one cell.
+        """
+        values = self.model_dump(mode="json")
+        lmcache_on = values["lmcache_connector"] is not None
+        for name in LATER_KNOBS:
+            if values[name] is None or (name in LMCACHE_KNOBS and not lmcache_on):
+                del values[name]
+        return values
+
+
+# Knobs added after the first recorded cells (see Knobs.canonical).
+LMCACHE_KNOBS = ("lmcache_connector", "lmcache_chunk_size", "lmcache_l1_gb", "lmcache_l2_disk", "kv_role")
+LATER_KNOBS = LMCACHE_KNOBS
 
 
 KNOB_NAMES = tuple(Knobs.model_fields)
@@ -174,6 +197,9 @@ class MatrixSpec(_Strict):
     control: Rule = Field(default_factory=lambda: Rule(prefix_caching=False, speculative=None))
     workloads: list[WorkloadSpec] = Field(default_factory=lambda: [WorkloadSpec()], min_length=1)
     runtime: Literal["local", "docker"] = "local"
+    # Run cells that break a geometry rule (orchestrator/geometry.py) anyway, to see
+    # what the engine itself says; by default they are recorded `invalid`, unstarted.
+    run_invalid: bool = False
     grading: Grading = Grading()
     resources: Resources = Resources()
     timeouts: Timeouts = Timeouts()

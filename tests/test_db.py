@@ -290,7 +290,9 @@ def test_migration_0003_backfills_run_samples(db_url: str) -> None:
             conn.execute(insert(Run).values(cell_id=c.id, status=status, **run).returning(Run.id)).scalar_one()
             for c, status in ((cell, "ok"), (crashed, "crashed"))
         )
-        conn.execute(insert(RequestRow), [{"run_id": ok, **asdict(r)} for r in recorded])
+        # `restarts` came later (migration 0004): a 0002 table has no such column.
+        conn.execute(insert(RequestRow), [{"run_id": ok, **{k: v for k, v in asdict(r).items() if k != "restarts"}}
+                                          for r in recorded])
         conn.execute(insert(MetricRow), [{"run_id": ok, "phase": phase, "name": name, "value": value}
                                          for phase, samples in metrics.items() for name, value in samples.items()])
     old.close()

@@ -10,6 +10,7 @@ client reads that shape correctly, including the ways a stream can fail.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -116,3 +117,42 @@ def test_replay_stops_after_a_failed_phase() -> None:
     transcript, seen = _replay("stub-500")
     assert seen == ["a"] and len(transcript.requests) == 2
     assert all(r.error == "HTTP 500: stub: forced failure" for r in transcript.requests)
+
+
+def _restart_replay(restart_after: tuple[str, ...], comes_back: bool = True) -> tuple[Transcript, list[str], list[str]]:
+    seen: list[str] = []
+    restarted: list[str] = []
+    workload = dataclasses.replace(_workload(), restart_after=restart_after)
+
+    async def restart(phase: str) -> bool:
+        restarted.append(phase)
+        return comes_back
+
+    async def go() -> Transcript:
+        async with stub.StubServer() as s:
+            return await replay(s.base_url, "stub", workload, on_phase=seen.append, timeout_s=10, restart=restart)
+
+    return asyncio.run(go()), seen, restarted
+
+
+def test_restart_point_calls_back_and_marks_later_requests() -> None:
+    transcript, seen, restarted = _restart_replay(("a",))
+    assert restarted == ["a"] and seen == ["a", "restarting after a", "b"]
+    assert [(r.key, r.restarts) for r in transcript.requests] == [("s0/0", 0), ("s1/0", 0), ("s2/0", 1)]
+    assert all(r.error is None for r in transcript.requests)
+
+
+def test_restart_after_the_last_phase_is_not_done() -> None:
+    _, _, restarted = _restart_replay(("b",))
+    assert restarted == []
+
+
+def test_engine_that_does_not_come_back_stops_the_replay() -> None:
+    transcript, seen, restarted = _restart_replay(("a",), comes_back=False)
+    assert restarted == ["a"] and [r.key for r in transcript.requests] == ["s0/0", "s1/0"]
+
+
+def test_restart_points_without_a_restart_callback_are_refused() -> None:
+    workload = dataclasses.replace(_workload(), restart_after=("a",))
+    with pytest.raises(ValueError, match="restarts the engine after 'a'"):
+        asyncio.run(replay("http://127.0.0.1:9", "stub", workload))

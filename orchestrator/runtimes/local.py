@@ -315,14 +315,21 @@ def free_port() -> int:
 
 @dataclass
 class EngineProcess:
-    """A vLLM server in its own process group, so teardown reaches every child."""
+    """A vLLM server in its own process group, so teardown reaches every child.
+
+    ``start`` may be called again after ``stop`` (an engine restart inside a cell):
+    the log is appended to, and ``signature`` reads only what this start wrote, so a
+    previous start's shutdown noise is never taken for the new one's error.
+    """
 
     argv: list[str]
     env: dict[str, str]
     log_path: Path
     port: int
+    health_path: str = "/health"
     proc: subprocess.Popen[bytes] | None = None
     _log: Any = field(default=None, repr=False)
+    _log_offset: int = field(default=0, repr=False)
 
     @property
     def base_url(self) -> str:
@@ -331,7 +338,9 @@ class EngineProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
-        self._log.write(("$ " + " ".join(self.argv) + "\n").encode())
+        self._log_offset = self._log.tell()
+        # A restart appends: start its command line on a line of its own.
+        self._log.write(("\n" if self._log_offset else "").encode() + ("$ " + " ".join(self.argv) + "\n").encode())
         self._log.flush()
         self.proc = subprocess.Popen(
             self.argv,
@@ -346,15 +355,17 @@ class EngineProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def wait_ready(self, timeout_s: float) -> str:
-        """'ready', 'exited' or 'timeout'."""
+    def wait_ready(self, timeout_s: float, companions: tuple[EngineProcess, ...] = ()) -> str:
+        """'ready', 'exited', 'companion_exited' (a sidecar it needs died) or 'timeout'."""
         deadline = time.monotonic() + timeout_s
         with httpx.Client(timeout=5) as client:
             while time.monotonic() < deadline:
                 if not self.alive():
                     return "exited"
+                if not all(c.alive() for c in companions):
+                    return "companion_exited"
                 try:
-                    if client.get(f"{self.base_url}/health").status_code == 200:
+                    if client.get(f"{self.base_url}{self.health_path}").status_code == 200:
                         return "ready"
                 except httpx.HTTPError:
                     pass
@@ -384,5 +395,9 @@ class EngineProcess:
             self._log = None
 
     def signature(self) -> str | None:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        if not self.log_path.exists():
+            return None
+        with self.log_path.open("rb") as fh:
+            fh.seek(self._log_offset)
+            text = fh.read().decode(errors="replace")
         return error_signature(text, self.proc.returncode if self.proc else None)
