@@ -103,7 +103,7 @@ def fill(store: Store, seed: int = 0) -> int:
             for run_id, (cid, e, _) in enumerate(cells, start=1)
         ])
         conn.execute(insert(GradeRow), [
-            {"run_id": run_id, "control_run_id": None, "verdict": rng.choice(("clean", "clean", "divergent")),
+            {"run_id": run_id, "control_run_id": None, "verdict": rng.choice(("clean", "clean", "corrupt")),
              "summary": "synthetic", "evidence": {}, "created_at": now}
             for run_id in range(1, len(cells) + 1)
         ])

@@ -6,14 +6,31 @@ and readers pick the newest. Nothing here is updated in place except a sweep's
 
 The migrations in ``versions/`` mirror these definitions by hand; keep them in step
 (``tests/test_db.py`` compares them).
+
+Verdict names read back through :class:`VerdictName`: grades stored before the
+cell-level ``divergent`` was renamed ``corrupt`` read as ``corrupt`` everywhere
+(queries, reports, bisect), without rewriting a stored row.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Text, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Cell verdicts renamed since; stored rows keep the old name (grades are append-only).
+LEGACY_VERDICTS = {"divergent": "corrupt"}
+
+
+class VerdictName(TypeDecorator[str]):
+    """A verdict column: stored as written, read under its current name."""
+
+    impl = String
+    cache_ok = True
+
+    def process_result_value(self, value: str | None, dialect: object) -> str | None:
+        return LEGACY_VERDICTS.get(value, value) if value is not None else None
 
 # Named constraints let SQLite batch migrations find and recreate them later.
 NAMING_CONVENTION = {
@@ -90,6 +107,10 @@ class Run(Base):
     gpu_ids: Mapped[list[Any]]
     started_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float] = mapped_column(Float)
+    # Early abort: the replay stopped after enough confident divergences; the keys of the
+    # requests it never sent (NULL on runs recorded before early abort existed).
+    aborted_early: Mapped[bool | None] = mapped_column(Boolean)
+    skipped_requests: Mapped[list[Any] | None]
 
 
 class RequestRow(Base):
@@ -157,7 +178,30 @@ class GradeRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
     control_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
-    verdict: Mapped[str] = mapped_column(String)
+    verdict: Mapped[str] = mapped_column(VerdictName)
     summary: Mapped[str] = mapped_column(Text)
     evidence: Mapped[dict[str, Any]]
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class NoiseFloorRow(Base):
+    """A control run against a repeat of itself (``grading.calibrate``), stored with the sweep.
+
+    The grader of that sweep reads it: ``max_flip_margin`` raises the tie margin,
+    ``max_drift`` sets the drift envelope (docs/GRADING.md).
+    """
+
+    __tablename__ = "noise_floors"
+    __table_args__ = (Index(None, "sweep_id", "control_cell_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+    control_cell_id: Mapped[str] = mapped_column(ForeignKey("cells.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))  # the reference cells are graded against
+    repeat_run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    requests: Mapped[int] = mapped_column(Integer)
+    identical: Mapped[int] = mapped_column(Integer)
+    flips: Mapped[int] = mapped_column(Integer)  # requests whose tokens differ at all
+    max_drift: Mapped[float] = mapped_column(Float)
+    max_flip_margin: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)

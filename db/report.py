@@ -47,7 +47,8 @@ RESULT_COLORS = {
     "control": "#9ecae1",
     "clean": "#74c476",
     "ok": "#c7e9c0",  # ran, not graded yet
-    "divergent": "#fd8d3c",
+    "degraded": "#fdd0a2",
+    "corrupt": "#fd8d3c",
     "crashed": "#de2d26",
     "startup_failed": "#9e9ac8",
     "timeout": "#fed976",

@@ -18,9 +18,10 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, RunSampleRow, Sweep, SweepCell
+from db.models import CellRow, GradeRow, MetricRow, NoiseFloorRow, RequestRow, Run, RunSampleRow, Sweep, SweepCell
 from db.samples import summary_row
-from jobs.records import RequestRecord
+from jobs.grade import NoiseFloor
+from jobs.records import RequestRecord, Transcript
 from orchestrator.cells import Cell, Grade, RunOutcome
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -164,6 +165,8 @@ class Store:
             gpu_ids=outcome.gpu_ids,
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
+            aborted_early=outcome.transcript.aborted_early if outcome.transcript else None,
+            skipped_requests=list(outcome.transcript.skipped) if outcome.transcript else None,
         )
         with self.session.begin() as session:
             session.add(run)
@@ -218,3 +221,38 @@ class Store:
             for phase, name, value in rows:
                 metrics.setdefault(phase, {})[name] = value
             return metrics
+
+    def transcript_for(self, run_id: int) -> Transcript:
+        """A recorded run's replay as the grader reads it, skipped requests included."""
+        with self.session() as session:
+            run = session.get_one(Run, run_id)
+            aborted, skipped = bool(run.aborted_early), list(run.skipped_requests or ())
+        return Transcript(self.requests_for(run_id), self.metrics_for(run_id), aborted, skipped)
+
+    def ok_runs(self, cell_id: str, limit: int = 2) -> list[Run]:
+        """The cell's newest runs that finished ok, newest first."""
+        with self.session() as session:
+            return list(session.scalars(
+                select(Run).where(Run.cell_id == cell_id, Run.status == "ok")
+                .order_by(Run.finished_at.desc(), Run.id.desc()).limit(limit)
+            ))
+
+    def record_noise_floor(self, sweep_id: int, control_cell_id: str, run_id: int, repeat_run_id: int,
+                           floor: NoiseFloor) -> int:
+        row = NoiseFloorRow(sweep_id=sweep_id, control_cell_id=control_cell_id, run_id=run_id,
+                            repeat_run_id=repeat_run_id, created_at=time.time(), **floor.to_json())
+        with self.session.begin() as session:
+            session.add(row)
+        return row.id
+
+    def noise_floor(self, sweep_id: int, control_cell_id: str) -> tuple[NoiseFloor, int] | None:
+        """The sweep's newest noise floor for a control, with the control run it was measured on."""
+        with self.session() as session:
+            row = session.scalars(
+                select(NoiseFloorRow)
+                .where(NoiseFloorRow.sweep_id == sweep_id, NoiseFloorRow.control_cell_id == control_cell_id)
+                .order_by(NoiseFloorRow.id.desc()).limit(1)
+            ).first()
+        if row is None:
+            return None
+        return NoiseFloor(row.requests, row.identical, row.flips, row.max_drift, row.max_flip_margin), row.run_id

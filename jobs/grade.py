@@ -1,86 +1,232 @@
-"""Grade a cell's replay against its control's, request by request.
+"""Grade a cell's replay against its control's, request by request, then the cell.
 
 Generated token ids are compared exactly. At the first divergent token the
 control's logprob margin (top-1 minus top-2) decides what the divergence means: at
-a near-tie (margin <= ``tie_margin``) greedy decoding may flip with batch shape, so
+a near-tie (margin <= the tie margin) greedy decoding may flip with batch shape, so
 the request is a ``tie-flip``, not evidence against the stack; at a clear margin the
 cell's state produced a different distribution, and the request is ``divergent``.
+
+Cell verdicts (docs/GRADING.md has the reasons and the measurements):
+
+- ``corrupt``: a request diverges at a clear margin, a request that was sent got no
+  answer, or more than ``max_tie_flip_fraction`` of the requests tie-flip.
+- ``degraded``: none of that, but a symptom (jobs/symptoms.py) the control does not
+  show, or, with a measured noise floor, logprob drift beyond its envelope.
+- ``clean``: otherwise.
+
+The tie margin is the configured one, or the noise floor's largest flip margin when a
+control-vs-control repeat measured a larger one (:func:`noise_floor`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from jobs import symptoms
 from jobs.records import RequestRecord, Transcript
+
+# Drift on tokens both runs agree on, beyond this multiple of the noise floor (its
+# measured drift, or the tie margin when the repeat was bit-exact), is more than
+# rounding. On the CPU engine noise is one bf16 step (0.031) and the positive control
+# drifted 0.079; 1.5 x max(0.031, 0.04) = 0.06 separates them. Used only with a
+# measured noise floor: an uncalibrated GPU engine drifts up to 0.24 when healthy.
+DRIFT_ENVELOPE = 1.5
+CONTINUATION_TOKENS = 8  # token ids kept on each side of a divergence, for evidence
+
+
+@dataclass(frozen=True)
+class Divergence:
+    index: int  # first token where the two outputs differ
+    margin: float | None  # the control's top-1 minus top-2 logprob there
+    confident: bool  # differs where the control was not near a tie
+
+
+def first_divergence(
+    cell: Sequence[int], control: Sequence[int], margins: Sequence[float | None], tie_margin: float
+) -> Divergence | None:
+    """Where two greedy outputs first differ and whether that is beyond a tie; None if equal.
+
+    Shared by the grader and the replay's early abort, so both count the same thing.
+    """
+    index = next((i for i, (x, y) in enumerate(zip(cell, control)) if x != y), None)
+    if index is None and len(cell) != len(control):
+        index = min(len(cell), len(control))
+    if index is None:
+        return None
+    margin = margins[index] if index < len(margins) else None
+    # A cell that stopped short is not a tie: it had no token to flip.
+    tie = margin is not None and margin <= tie_margin and index < len(cell)
+    return Divergence(index, margin, not tie)
 
 
 @dataclass(frozen=True)
 class RequestGrade:
     key: str
-    verdict: str  # identical | tie-flip | divergent | missing
+    verdict: str  # identical | tie-flip | divergent | missing | skipped
+    session: str = ""
+    turn: int | None = None
     index: int | None = None  # first divergent token
     control_margin: float | None = None
     # Largest |logprob difference| of the same token before the first divergence: how
     # far the two runs' numerics drifted even where they agree (the noise floor).
     drift: float = 0.0
+    drift_index: int | None = None
     cell_tokens: tuple[int, ...] = ()
     control_tokens: tuple[int, ...] = ()
     cell_text: str = ""
     control_text: str = ""
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"cell_tokens": list(self.cell_tokens), "control_tokens": list(self.control_tokens)}
+
 
 def compare(cell: RequestRecord | None, control: RequestRecord, tie_margin: float = 0.0) -> RequestGrade:
+    where = {"session": control.session, "turn": control.turn}
     if cell is None or cell.error:
-        return RequestGrade(control.key, "missing", cell_text=(cell.error or "") if cell else "not sent")
+        return RequestGrade(control.key, "missing", **where, cell_text=(cell.error or "") if cell else "not sent",
+                            control_text=control.text)
     a, b = cell.token_ids, control.token_ids
-    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-    if index is None and len(a) != len(b):
-        index = min(len(a), len(b))
-    same = len(a) if index is None else index
-    drift = max((abs(x - y) for x, y in zip(cell.logprobs[:same], control.logprobs[:same])), default=0.0)
-    if index is None:
-        return RequestGrade(control.key, "identical", drift=drift)
-    margin = control.margins[index] if index < len(control.margins) else None
-    tie = margin is not None and margin <= tie_margin and index < len(a)
+    div = first_divergence(a, b, control.margins, tie_margin)
+    same = len(a) if div is None else div.index
+    diffs = [abs(x - y) for x, y in zip(cell.logprobs[:same], control.logprobs[:same])]
+    drift = max(diffs, default=0.0)
+    drift_index = diffs.index(drift) if diffs and drift > 0 else None
+    if div is None:
+        return RequestGrade(control.key, "identical", **where, drift=drift, drift_index=drift_index)
+    i = div.index
     return RequestGrade(
-        control.key, "tie-flip" if tie else "divergent", index, margin, drift,
-        tuple(a[index:index + 8]), tuple(b[index:index + 8]), cell.text, control.text,
+        control.key, "divergent" if div.confident else "tie-flip", **where, index=i, control_margin=div.margin,
+        drift=drift, drift_index=drift_index, cell_tokens=tuple(a[i:i + CONTINUATION_TOKENS]),
+        control_tokens=tuple(b[i:i + CONTINUATION_TOKENS]), cell_text=cell.text, control_text=control.text,
     )
 
 
-def _evidence(g: RequestGrade) -> dict[str, Any]:
-    return g.__dict__ | {"cell_tokens": list(g.cell_tokens), "control_tokens": list(g.control_tokens)}
+# --- the noise floor: the control against itself -------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """How much two runs of the same control differ: what grading must not call a change."""
+
+    requests: int
+    identical: int
+    flips: int  # requests whose tokens differ at all
+    max_drift: float
+    max_flip_margin: float | None  # the control's largest margin at any of those differences
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def noise_floor(repeat: Transcript, control: Transcript) -> NoiseFloor:
+    """Compare a control's repeat with the control itself, every difference counted.
+
+    Graded with no tie margin so that each difference reports the control's margin where
+    it happened: the largest of those is the smallest tie margin under which the repeat
+    would grade without a confident divergence.
+    """
+    mine = repeat.by_key()
+    grades = [compare(mine.get(r.key), r, 0.0) for r in control.requests if not r.error]
+    changed = [g for g in grades if g.verdict != "identical"]
+    if any(g.verdict == "missing" for g in changed):
+        raise ValueError("a control repeat with failed requests cannot measure a noise floor")
+    margins = [g.control_margin for g in changed if g.control_margin is not None]
+    return NoiseFloor(len(grades), len(grades) - len(changed), len(changed),
+                      max((g.drift for g in grades), default=0.0), max(margins, default=None))
+
+
+def effective_tie_margin(tie_margin: float, floor: NoiseFloor | None) -> float:
+    if floor is None or floor.max_flip_margin is None:
+        return tie_margin
+    return max(tie_margin, floor.max_flip_margin)
+
+
+# --- the cell ----------------------------------------------------------------------------------
+
+
+def _headline(g: RequestGrade, reason: str) -> dict[str, Any]:
+    """The evidence a non-clean verdict leads with: where, and both continuations."""
+    return {"reason": reason, "key": g.key, "session": g.session, "turn": g.turn,
+            "token_index": g.index if g.index is not None else g.drift_index,
+            "control_margin": g.control_margin, "cell_tokens": list(g.cell_tokens),
+            "control_tokens": list(g.control_tokens), "cell_text": g.cell_text, "control_text": g.control_text}
+
+
+def _where(g: RequestGrade) -> str:
+    return f"session {g.session} turn {g.turn}" + (f" token {g.index}" if g.index is not None else "")
 
 
 def grade_transcripts(
-    cell: Transcript, control: Transcript, tie_margin: float = 0.0, max_tie_flip_fraction: float = 1.0
+    cell: Transcript,
+    control: Transcript,
+    tie_margin: float = 0.0,
+    max_tie_flip_fraction: float = 1.0,
+    floor: NoiseFloor | None = None,
+    ignore_symptoms: Iterable[str] = (),
 ) -> tuple[str, str, dict[str, Any]]:
     """Return (verdict, one-line summary, evidence) for two completed replays."""
+    margin = effective_tie_margin(tie_margin, floor)
     mine = cell.by_key()
-    grades = [compare(mine.get(r.key), r, tie_margin) for r in control.requests]
-    ties = [g for g in grades if g.verdict == "tie-flip"]
-    bad = [g for g in grades if g.verdict in ("divergent", "missing")]
-    identical = len(grades) - len(ties) - len(bad)
+    not_sent = set(cell.skipped)
+    grades = [
+        RequestGrade(r.key, "skipped", r.session, r.turn) if r.key in not_sent and r.key not in mine
+        else compare(mine.get(r.key), r, margin)
+        for r in control.requests
+    ]
+    sent = [g for g in grades if g.verdict != "skipped"]
+    ties = [g for g in sent if g.verdict == "tie-flip"]
+    bad = [g for g in sent if g.verdict in ("divergent", "missing")]
+    identical = len(sent) - len(ties) - len(bad)
+    found = symptoms.blamed(symptoms.transcript_symptoms(cell), symptoms.transcript_symptoms(control),
+                            ignore_symptoms)
+    envelope = DRIFT_ENVELOPE * max(floor.max_drift, margin) if floor is not None else None
+    drifted = max(sent, key=lambda g: g.drift, default=None)
     evidence: dict[str, Any] = {
-        "requests": len(grades),
+        "requests": len(sent),
         "identical": identical,
-        "max_drift": max((g.drift for g in grades), default=0.0),
-        "tie_margin": tie_margin,
-        "tie_flips": [_evidence(g) for g in ties],
-        "divergent": [_evidence(g) for g in bad],
+        "max_drift": max((g.drift for g in sent), default=0.0),
+        "tie_margin": margin,
+        "tie_margin_configured": tie_margin,
+        "noise_floor": floor.to_json() if floor else None,
+        "drift_envelope": envelope,
+        "tie_flips": [g.to_json() for g in ties],
+        "divergent": [g.to_json() for g in bad],
+        "skipped": [g.key for g in grades if g.verdict == "skipped"],
+        "aborted_early": cell.aborted_early,
+        "symptoms": {"blamed": [s.to_json() for s in found.blamed], "excused": [s.to_json() for s in found.excused],
+                     "control_kinds": found.control_kinds},
     }
-    if not bad and len(ties) > max_tie_flip_fraction * len(grades):
+    skipped = f"; aborted early, {len(evidence['skipped'])} request(s) not sent" if cell.aborted_early else ""
+    calibrated = f" (calibrated from {tie_margin})" if margin != tie_margin else ""
+
+    if bad:
+        first = bad[0]
+        evidence["first"] = _headline(first, first.verdict)
+        at = f", control margin {first.control_margin:.2f}" if first.control_margin is not None else ""
+        what = "got no answer" if first.verdict == "missing" else "differ at a clear margin"
+        return "corrupt", f"{len(bad)}/{len(sent)} requests {what}; first at {_where(first)}{at}{skipped}", evidence
+    if len(ties) > max_tie_flip_fraction * len(sent):
         # Each flip alone is a near-tie, but noise does not flip this many requests.
-        return "divergent", (f"{len(ties)}/{len(grades)} requests flip at near-ties (noise allows "
-                             f"{max_tie_flip_fraction:.0%}); first at {ties[0].key} token {ties[0].index}"), evidence
-    if not bad:
-        flips = f", {len(ties)} tie flip(s) at margin <= {tie_margin}" if ties else ""
-        return "clean", f"{identical}/{len(grades)} requests identical to control{flips}", evidence
-    first = bad[0]
-    where = f"{first.key} token {first.index}" if first.index is not None else f"{first.key} ({first.verdict})"
-    margin = f", control margin {first.control_margin:.2f}" if first.control_margin is not None else ""
-    return "divergent", f"{len(bad)}/{len(grades)} requests differ; first at {where}{margin}", evidence
+        evidence["first"] = _headline(ties[0], "tie-flips")
+        return "corrupt", (f"{len(ties)}/{len(sent)} requests flip at near-ties (noise allows "
+                           f"{max_tie_flip_fraction:.0%}); first at {_where(ties[0])}"), evidence
+    if found.blamed:
+        s = found.blamed[0]
+        g = next((g for g in grades if g.key == s.key), None)
+        found_json = {k: v for k, v in s.to_json().items() if v is not None}
+        evidence["first"] = (_headline(g, s.kind) if g else {"reason": s.kind}) | found_json
+        place = f" at session {s.session} turn {s.turn}" if s.key else ""
+        kinds = sorted({x.kind for x in found.blamed})
+        return "degraded", (f"symptom(s) the control does not show: {', '.join(kinds)}; first{place}: "
+                            f"{s.detail}"), evidence
+    if envelope is not None and drifted is not None and drifted.drift > envelope:
+        evidence["first"] = _headline(drifted, "drift") | {"token_index": drifted.drift_index}
+        return "degraded", (f"logprob drift {drifted.drift:.3f} beyond the noise envelope {envelope:.3f} at "
+                            f"session {drifted.session} turn {drifted.turn} token {drifted.drift_index}"), evidence
+    flips = f", {len(ties)} tie flip(s) at margin <= {margin:.3g}{calibrated}" if ties else ""
+    return "clean", f"{identical}/{len(sent)} requests identical to control{flips}{skipped}", evidence
 
 
 @dataclass(frozen=True)

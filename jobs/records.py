@@ -40,6 +40,30 @@ class Transcript:
     # phase -> metric sample name (labels folded in, e.g. "...per_pos_total{position=0}")
     # -> counter delta over that phase.
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Early abort (ControlReference.abort_after): the replay stopped sending after enough
+    # confident divergences; these requests were never sent. Not sent is not missing.
+    aborted_early: bool = False
+    skipped: list[str] = field(default_factory=list)
 
     def by_key(self) -> dict[str, RequestRecord]:
         return {r.key: r for r in self.requests}
+
+
+@dataclass(frozen=True)
+class ControlReference:
+    """What a replay needs of its control to abort early: tokens and margins per request.
+
+    Built by the scheduler from the control's recorded run and handed to the cell's task
+    (data flows one way: the replay never reads the store).
+    """
+
+    tokens: dict[str, tuple[int, ...]]
+    margins: dict[str, tuple[float | None, ...]]
+    tie_margin: float
+    abort_after: int  # stop sending after this many confident divergences
+
+    @classmethod
+    def from_transcript(cls, control: Transcript, tie_margin: float, abort_after: int) -> ControlReference:
+        ok = [r for r in control.requests if not r.error]
+        return cls({r.key: tuple(r.token_ids) for r in ok}, {r.key: tuple(r.margins) for r in ok},
+                   tie_margin, abort_after)

@@ -51,7 +51,9 @@ Answer = Literal["good", "bad", "skip"]
 DEFAULT_WHEEL_URL = "https://wheels.vllm.ai/{commit}/vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl"
 
 STATUSES = ("ok", "startup_failed", "crashed", "timeout", "invalid")
-VERDICTS = ("clean", "divergent", "crashed", "startup_failed", "timeout", "invalid", "ungraded", "control")
+VERDICTS = ("clean", "degraded", "corrupt", "crashed", "startup_failed", "timeout", "invalid", "ungraded", "control")
+# Old verdict names a predicate may still use; stored grades read back under the new one.
+VERDICT_ALIASES = {"divergent": "corrupt"}
 METRICS = ("decode_tps", "ttft_s", "e2e_s")
 
 
@@ -140,6 +142,8 @@ class Predicate:
 def parse_predicate(text: str) -> Predicate:
     if m := _EQ.match(text):
         kind, op, value = m.groups()
+        if kind == "verdict":
+            value = VERDICT_ALIASES.get(value, value)
         allowed = VERDICTS if kind == "verdict" else STATUSES
         if value not in allowed:
             raise BisectError(f"--predicate: unknown {kind} '{value}' (known: {', '.join(allowed)})")

@@ -19,7 +19,9 @@ __all__ = ["Cell", "EngineRecipe", "Grade", "ModelRef", "RunOutcome", "digest"]
 
 # invalid: the knobs break a geometry rule (orchestrator/geometry.py); no engine was started.
 Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
-Verdict = Literal["clean", "divergent", "crashed", "startup_failed", "timeout", "invalid", "ungraded", "control"]
+# Stored grades may still say "divergent", the old name of "corrupt"; they read back as
+# "corrupt" (db.models.VerdictName).
+Verdict = Literal["clean", "degraded", "corrupt", "crashed", "startup_failed", "timeout", "invalid", "ungraded", "control"]
 
 
 def canonical_json(value: Any) -> str:

@@ -65,13 +65,13 @@ def fake_evaluator(answers: dict[str, Observation], calls: list[str]) -> Callabl
 
 
 def flips_at(cands: list[str], first_bad: int, skip: set[int] = frozenset()) -> dict[str, Observation]:
-    """Versions before ``first_bad`` grade clean, from it on divergent; ``skip`` do not start."""
+    """Versions before ``first_bad`` grade clean, from it on corrupt; ``skip`` do not start."""
     out = {}
     for i, c in enumerate(cands):
         if i in skip:
             out[c] = Observation(c, status="startup_failed", verdict="startup_failed", signature="boom")
         else:
-            out[c] = Observation(c, status="ok", verdict="clean" if i < first_bad else "divergent")
+            out[c] = Observation(c, status="ok", verdict="clean" if i < first_bad else "corrupt")
     return out
 
 
@@ -92,8 +92,8 @@ def test_search_finds_every_change_point_within_the_step_bound(n: int) -> None:
 
 def test_find_fix_flips_the_search() -> None:
     cands = [f"v{i}" for i in range(10)]
-    # Old versions are bad (divergent), from v6 on the bug is fixed.
-    answers = {c: Observation(c, status="ok", verdict="divergent" if i < 6 else "clean") for i, c in enumerate(cands)}
+    # Old versions are bad (corrupt), from v6 on the bug is fixed.
+    answers = {c: Observation(c, status="ok", verdict="corrupt" if i < 6 else "clean") for i, c in enumerate(cands)}
     result = search(cands, fake_evaluator(answers, []), DEFAULT, find_fix=True)
     assert (result.last_old, result.first_new) == ("v5", "v6")
 
@@ -127,8 +127,8 @@ def test_pick_prefers_a_built_environment_only_within_the_bound() -> None:
 
 def test_endpoints_that_do_not_behave_as_claimed_stop_with_one_line() -> None:
     cands = ["a", "b", "c", "d"]
-    everything_bad = {c: Observation(c, status="ok", verdict="divergent") for c in cands}
-    with pytest.raises(BisectError, match=r"the good end a is actually bad .*verdict divergent") as exc:
+    everything_bad = {c: Observation(c, status="ok", verdict="corrupt") for c in cands}
+    with pytest.raises(BisectError, match=r"the good end a is actually bad .*verdict corrupt") as exc:
         search(cands, fake_evaluator(everything_bad, []), DEFAULT)
     assert "\n" not in str(exc.value)
     everything_good = {c: Observation(c, status="ok", verdict="clean") for c in cands}
@@ -183,14 +183,14 @@ def obs(status: str = "ok", verdict: str | None = "clean", **metrics: float) -> 
 def test_judging_good_bad_and_skip() -> None:
     default = parse_predicate("verdict != clean")
     assert default.judge(obs())[0] == "good"
-    assert default.judge(obs(verdict="divergent"))[0] == "bad"
+    assert default.judge(obs(verdict="corrupt"))[0] == "bad"
     assert default.judge(obs("crashed", "crashed"))[0] == "bad"
     assert default.judge(obs("startup_failed", "startup_failed"))[0] == "skip", "did not start: cannot tell"
     assert default.judge(obs(verdict="ungraded"))[0] == "skip", "its control failed: cannot tell"
 
     crashed = parse_predicate("status == crashed")
     assert crashed.judge(obs("crashed", "crashed"))[0] == "bad"
-    assert crashed.judge(obs(verdict="divergent"))[0] == "good"
+    assert crashed.judge(obs(verdict="corrupt"))[0] == "good"
     assert crashed.judge(obs("startup_failed", "startup_failed"))[0] == "skip"
     assert parse_predicate("status != ok").judge(obs("startup_failed", "startup_failed"))[0] == "bad"
     assert parse_predicate("status == startup_failed").judge(obs("startup_failed", None))[0] == "bad"
@@ -201,6 +201,11 @@ def test_judging_good_bad_and_skip() -> None:
     assert parse_predicate("status == timeout").judge(never)[0] == "bad"
     assert parse_predicate("status != ok").judge(never)[0] == "bad"
     assert crashed.judge(Observation("v", status="timeout", verdict="timeout"))[0] == "good", "a replay timeout"
+
+    # The old name of `corrupt` still works in a predicate; `degraded` is not clean either.
+    legacy = parse_predicate("verdict == divergent")
+    assert legacy.value == "corrupt" and legacy.judge(obs(verdict="corrupt"))[0] == "bad"
+    assert default.judge(obs(verdict="degraded"))[0] == "bad"
 
     slower = parse_predicate("decode_tps < 0.9 * good")
     assert slower.judge(obs(decode_tps=80.0), good_ref=100.0)[0] == "bad"

