@@ -5,6 +5,11 @@ Greedy (temperature 0), streamed, with top-k logprobs and token ids
 and knows how close each greedy choice was to a tie. Requests of one phase go out
 at once: concurrent prefills sharing the token budget are part of the failure
 mode being hunted.
+
+Early abort: given the control's tokens and margins (:class:`ControlReference`), the
+replay compares each phase's answers as they arrive, with the grader's own
+:func:`jobs.grade.first_divergence`, and stops sending once enough of them diverge at
+a clear margin; the requests it never sent are listed as skipped.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
+from jobs.grade import first_divergence
 from jobs.metrics import delta, scrape
-from jobs.records import RequestRecord, Transcript
+from jobs.records import ControlReference, RequestRecord, Transcript
 from jobs.workload import ReplayRequest, Workload
 
 
@@ -104,8 +110,10 @@ async def replay(
     on_phase: Callable[[str], None] | None = None,
     timeout_s: float = 600,
     restart: Restart | None = None,
+    control: ControlReference | None = None,
 ) -> Transcript:
-    """Run every phase in order; stop after a phase in which the engine went away.
+    """Run every phase in order; stop after a phase in which the engine went away, or
+    (with ``control``) once ``control.abort_after`` requests diverged confidently.
 
     After each phase named in ``workload.restart_after`` (except the last phase:
     nothing would follow) the replay awaits ``restart(phase)``; the caller owns the
@@ -123,10 +131,16 @@ async def replay(
         raise ValueError(f"workload {workload.name!r} restarts the engine after {points[0]!r}; give replay a restart")
     transcript = Transcript()
     restarts = 0
+    diverged = 0
+    phases = list(workload.phases)
     # One client per engine life: connections to a stopped engine are dead.
     client = _client(timeout_s)
     try:
-        for phase, requests in workload.phases:
+        for n, (phase, requests) in enumerate(phases):
+            if control is not None and diverged >= control.abort_after:
+                transcript.aborted_early = True
+                transcript.skipped = [r.key for _, later in phases[n:] for r in later]
+                break
             if on_phase:
                 on_phase(phase)
             before = await _safe_scrape(client, base_url)
@@ -143,6 +157,8 @@ async def replay(
             # 5xx, refused prompt); later phases would only repeat the failure.
             if any(r.error for r in records):
                 break
+            if control is not None:
+                diverged += sum(1 for r in records if confidently_diverged(r, control))
             if phase in points:
                 assert restart is not None
                 if on_phase:
@@ -160,6 +176,14 @@ async def replay(
 def _client(timeout_s: float) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
     return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits)
+
+
+def confidently_diverged(rec: RequestRecord, control: ControlReference) -> bool:
+    """Whether one answer left the control's at a clear margin (unknown keys never count)."""
+    if rec.error or rec.key not in control.tokens:
+        return False
+    div = first_divergence(rec.token_ids, control.tokens[rec.key], control.margins[rec.key], control.tie_margin)
+    return div is not None and div.confident
 
 
 async def _safe_scrape(client: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:

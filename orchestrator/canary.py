@@ -34,6 +34,16 @@ CANARIES: dict[str, dict[str, Any]] = {
     "random-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024},
 }
 
+# Symptoms that are properties of every canary, not of the stack serving it: the MTP
+# head is random-initialised (build_canary.py writes mtp.* weights so vLLM loads them,
+# untrained), so speculative acceptance is ~0% on any healthy engine (0.2-1.3%
+# measured, shared/ENGINES.md). Reported in evidence, never blamed.
+CANARY_EXCUSED_SYMPTOMS = ("acceptance_low",)
+
+
+def is_canary(model_name: str) -> bool:
+    return model_name.startswith("canary:")
+
 
 class CanaryError(ValueError):
     pass

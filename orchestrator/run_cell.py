@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from jobs.records import ControlReference
 from jobs.replay import replay
 from jobs.workload import build_workload
 from orchestrator import lmcache
@@ -32,7 +33,11 @@ from orchestrator.spec import Timeouts, WorkloadSpec
 Report = Callable[[str, str], None]  # (cell_id, phase)
 
 
-def run_cell(cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | None = None) -> RunOutcome:
+def run_cell(
+    cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | None = None,
+    control: ControlReference | None = None,
+) -> RunOutcome:
+    """``control``: the control's tokens, for early abort (grading.abort_after); None: replay all."""
     say = (lambda phase: report(cell.id, phase)) if report else (lambda phase: None)
     started = time.time()
     timings: dict[str, float] = {}
@@ -138,7 +143,8 @@ def run_cell(cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | Non
         try:
             transcript = asyncio.run(
                 asyncio.wait_for(replay(engine.base_url, SERVED_NAME, workload,
-                                        on_phase=lambda p: say(f"replaying {p}"), restart=restart), budget)
+                                        on_phase=lambda p: say(f"replaying {p}"), restart=restart, control=control),
+                                 budget)
             )
         except TimeoutError:
             timings["replay_s"] = time.monotonic() - t - timings.get("restart_s", 0.0)
@@ -168,6 +174,11 @@ def run_cell(cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | Non
                           message=f"{len(failed)} request(s) failed, first: {failed[0].key}: {failed[0].error}")
         if not engine.alive():
             return finish(status="crashed", transcript=transcript, signature=engine.signature())
+        if transcript.aborted_early:
+            assert control is not None
+            return finish(status="ok", transcript=transcript,
+                          message=f"aborted early after {control.abort_after} confident divergences from the "
+                                  f"control; {len(transcript.skipped)} request(s) not sent")
         return finish(status="ok", transcript=transcript)
     finally:
         say("stopping engine")

@@ -4,6 +4,16 @@ The driver is the only writer of the results database: tasks return plain
 outcomes, and the driver records a run as soon as its task finishes, then grades
 every cell whose control run is now known. A cell that fails, or whose task dies,
 becomes a recorded outcome; the loop never stops for it.
+
+Two grading settings shape the schedule (docs/GRADING.md):
+
+- ``grading.calibrate``: each control runs twice (or once more, if one ok run is
+  recorded already); when both are in, the driver measures the noise floor, stores it
+  with the sweep, and only then grades the control's cells.
+- ``grading.abort_after``: each cell's task gets its control's tokens and margins
+  (:class:`ControlReference`) so the replay can stop early. A control that runs in
+  this sweep hands them over through a small Ray task that depends on the control's
+  task(s), so the cells start only once their control has finished.
 """
 
 from __future__ import annotations
@@ -17,9 +27,9 @@ from pathlib import Path
 import ray
 
 from db.store import Store
-from jobs.grade import grade_transcripts
-from jobs.records import Transcript
-from orchestrator.canary import canary_dir, ensure_canary
+from jobs.grade import NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor
+from jobs.records import ControlReference, Transcript
+from orchestrator.canary import CANARY_EXCUSED_SYMPTOMS, canary_dir, ensure_canary, is_canary
 from orchestrator.cells import Cell, Grade, RunOutcome
 from orchestrator.geometry import violations
 from orchestrator.matrix import Plan
@@ -49,8 +59,49 @@ class _Board:
         return events
 
 
-def _task(cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHandle) -> RunOutcome:
-    return run_cell(cell, Path(log_dir), timeouts, report=lambda cid, phase: board.report.remote(cid, phase))
+def _task(
+    cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHandle,
+    control: ControlReference | None = None,
+) -> RunOutcome:
+    return run_cell(cell, Path(log_dir), timeouts, report=lambda cid, phase: board.report.remote(cid, phase),
+                    control=control)
+
+
+def control_reference(
+    runs: list[tuple[float, Transcript]], tie_margin: float, abort_after: int
+) -> ControlReference | None:
+    """The early-abort reference from a control's ok runs ((finished_at, transcript)).
+
+    The newest run is the one cells are graded against (``Store.latest_run``); with a
+    second one (calibration) the tie margin is raised to the noise floor, as the grader
+    will, so the replay does not count as confident what the grade will call a tie.
+    """
+    if not runs:
+        return None
+    ordered = sorted(runs, key=lambda r: r[0], reverse=True)
+    latest = ordered[0][1]
+    if len(ordered) > 1:
+        try:
+            tie_margin = effective_tie_margin(tie_margin, noise_floor(ordered[1][1], latest))
+        except ValueError:
+            pass  # a repeat with failed requests measures nothing; keep the configured margin
+    return ControlReference.from_transcript(latest, tie_margin, abort_after)
+
+
+def _reference_task(
+    refs: list[ray.ObjectRef], stored: list[tuple[float, Transcript]], tie_margin: float, abort_after: int
+) -> ControlReference | None:
+    # The refs come in a list so Ray does not resolve them first: a control task that
+    # died must give its cells no reference (they replay in full), not fail them.
+    runs = list(stored)
+    for ref in refs:
+        try:
+            outcome = ray.get(ref)
+        except ray.exceptions.RayError:
+            continue
+        if outcome.status == "ok" and outcome.transcript is not None:
+            runs.append((outcome.finished_at, outcome.transcript))
+    return control_reference(runs, tie_margin, abort_after)
 
 
 @dataclass
@@ -61,6 +112,7 @@ class SweepResult:
     run_ids: dict[str, int] = field(default_factory=dict)
     setup_s: float = 0.0  # canary check/build and Ray start, once per sweep
     driver_s: dict[str, float] = field(default_factory=dict)  # per cell: store + grade
+    repeats: dict[str, int] = field(default_factory=dict)  # control -> run id of its noise-floor repeat
 
 
 Listener = Callable[[str, str], None]  # (cell_id, phase or final verdict)
@@ -83,10 +135,15 @@ def prepare_model(plan: Plan, log_dir: Path) -> None:
     raise SweepError(f"cannot build canary '{plan.spec.model.canary}': no engine venv builds ({'; '.join(errors)})")
 
 
-def grade_cell(store: Store, cell: Cell, outcome: RunOutcome, grading: Grading) -> Grade:
-    """Turn a recorded outcome into a verdict, against the control's latest run."""
+def grade_cell(
+    store: Store, cell: Cell, outcome: RunOutcome, grading: Grading, sweep_id: int | None = None
+) -> Grade:
+    """Turn a recorded outcome into a verdict, against the control's latest run.
+
+    With ``grading.calibrate`` the noise floor the sweep measured for the control is used.
+    """
     if outcome.status != "ok":
-        return Grade(outcome.status, outcome.signature or outcome.message or outcome.status)
+        return Grade(outcome.status, outcome.signature or outcome.message or outcome.status, _failure_evidence(outcome))
     if cell.is_control:
         return Grade("control", "reference run for its cells")
     control = store.latest_run(cell.control_id) if cell.control_id else None
@@ -95,11 +152,40 @@ def grade_cell(store: Store, cell: Cell, outcome: RunOutcome, grading: Grading) 
     if control.status != "ok":
         return Grade("ungraded", f"control {control.status}: {control.signature or ''}".strip(), control_run_id=control.id)
     assert outcome.transcript is not None
-    control_tx = Transcript(store.requests_for(control.id), store.metrics_for(control.id))
+    floor: NoiseFloor | None = None
+    if grading.calibrate and sweep_id is not None and cell.control_id:
+        measured = store.noise_floor(sweep_id, cell.control_id)
+        floor = measured[0] if measured else None
+    ignore = set(grading.ignore_symptoms) | (set(CANARY_EXCUSED_SYMPTOMS) if is_canary(cell.model.name) else set())
     verdict, summary, evidence = grade_transcripts(
-        outcome.transcript, control_tx, grading.tie_margin, grading.max_tie_flip_fraction
+        outcome.transcript, store.transcript_for(control.id), grading.tie_margin, grading.max_tie_flip_fraction,
+        floor, sorted(ignore),
     )
     return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
+
+
+def _failure_evidence(outcome: RunOutcome) -> dict:
+    """Where a failed run stopped: the signature, and the first request that failed."""
+    evidence: dict = {"signature": outcome.signature, "message": outcome.message}
+    failed = next((r for r in outcome.transcript.requests if r.error), None) if outcome.transcript else None
+    if failed is not None:
+        evidence["first"] = {"reason": "request failed", "key": failed.key, "session": failed.session,
+                             "turn": failed.turn, "token_index": len(failed.token_ids), "cell_text": failed.text,
+                             "error": failed.error}
+    return evidence
+
+
+def _calibrate(store: Store, sweep_id: int, control: Cell) -> NoiseFloor | None:
+    """Measure and store the noise floor from the control's two newest ok runs."""
+    runs = store.ok_runs(control.id, 2)
+    if len(runs) < 2:
+        return None
+    try:
+        floor = noise_floor(store.transcript_for(runs[1].id), store.transcript_for(runs[0].id))
+    except ValueError:
+        return None
+    store.record_noise_floor(sweep_id, control.id, runs[0].id, runs[1].id, floor)
+    return floor
 
 
 def run_sweep(
@@ -119,6 +205,7 @@ def run_sweep(
         store.add_cell(sweep_id, cell)
 
     run_invalid = plan.spec.run_invalid
+    grading = plan.spec.grading
     todo: list[Cell] = []
     for cell in plan.cells:
         done = store.latest_run(cell.id)
@@ -138,6 +225,23 @@ def run_sweep(
             say(cell.id, "graded invalid")
         else:
             todo.append(cell)
+    # Calibration: tasks per control so that it has two ok runs; controls listed in
+    # `calibrating` get their noise floor measured once their tasks are done.
+    runs_of: dict[str, int] = {}
+    calibrating: set[str] = set()
+    if grading.calibrate:
+        todo_ids = {c.id for c in todo}
+        for control in plan.controls:
+            stored_ok = store.ok_runs(control.id, 2)
+            if control.id in todo_ids:
+                runs_of[control.id] = 2
+                calibrating.add(control.id)
+            elif len(stored_ok) == 1 and store.latest_run(control.id).status == "ok":
+                runs_of[control.id] = 1  # one more run, measured against the recorded one
+                calibrating.add(control.id)
+                todo.insert(0, control)
+            elif len(stored_ok) == 2 and store.noise_floor(sweep_id, control.id) is None:
+                _calibrate(store, sweep_id, control)  # two ok runs recorded already
     if not todo:
         return result
 
@@ -153,14 +257,33 @@ def run_sweep(
     result.setup_s = time.monotonic() - t0
     board = _Board.remote()
     task = ray.remote(_task)
-    pending = {}
-    for cell in todo:
+    pending: dict[ray.ObjectRef, Cell] = {}
+    control_refs: dict[str, list[ray.ObjectRef]] = {}
+
+    def launch(cell: Cell, control: object = None) -> ray.ObjectRef:
         ref = task.options(
             num_cpus=cell.resources.get("cpus", 1), num_gpus=cell.resources.get("gpus", 0), max_retries=0,
             name=f"cell-{cell.id}",
-        ).remote(cell, str(log_dir), plan.spec.timeouts, board)
+        ).remote(cell, str(log_dir), plan.spec.timeouts, board, control)
         pending[ref] = cell
-        say(cell.id, "queued")
+        return ref
+
+    for cell in todo:
+        if cell.is_control:
+            control_refs[cell.id] = [launch(cell) for _ in range(runs_of.get(cell.id, 1))]
+            say(cell.id, "queued" + (" (noise floor repeat)" if cell.id in calibrating else ""))
+
+    references: dict[str, object] = {}
+    for cell in todo:
+        if cell.is_control:
+            continue
+        control = None
+        if grading.abort_after and cell.control_id:
+            if cell.control_id not in references:
+                references[cell.control_id] = _reference_for(store, cell.control_id, control_refs, grading)
+            control = references[cell.control_id]
+        launch(cell, control)
+        say(cell.id, "queued" + (" (waits for its control: early abort)" if isinstance(control, ray.ObjectRef) else ""))
 
     by_id = {c.id: c for c in plan.cells}
     ungraded: dict[str, tuple[int, RunOutcome]] = {}
@@ -186,26 +309,50 @@ def run_sweep(
                 note = "ran despite " + "; ".join(map(str, broken))
                 outcome.message = f"{note}; {outcome.message}" if outcome.message else note
             run_id = store.record_run(sweep_id, outcome)
-            result.ran.append(cell.id)
-            result.run_ids[cell.id] = run_id
-            ungraded[cell.id] = (run_id, outcome)
-            # Grade whatever can be graded now: this cell, and cells waiting for this control.
+            if cell.id in result.run_ids or cell.id in result.skipped:
+                result.repeats[cell.id] = run_id
+            else:
+                result.ran.append(cell.id)
+                result.run_ids[cell.id] = run_id
+            ungraded[f"{cell.id}#{run_id}"] = (run_id, outcome)
             running = {c.id for c in pending.values()}
-            for cid in list(ungraded):
-                c = by_id[cid]
-                if c.control_id in running and ungraded[cid][1].status == "ok":
+            if cell.id in calibrating and cell.id not in running:
+                floor = _calibrate(store, sweep_id, cell)
+                say(cell.id, f"noise floor: {floor.flips}/{floor.requests} requests differ, max drift "
+                             f"{floor.max_drift:.3f}" if floor else "noise floor: not measured (a control run failed)")
+            # Grade whatever can be graded now: this cell, and cells waiting for this control.
+            for key in list(ungraded):
+                c = by_id[key.split("#")[0]]
+                if c.control_id in running and ungraded[key][1].status == "ok":
                     continue
-                rid, out = ungraded.pop(cid)
-                grade = grade_cell(store, c, out, plan.spec.grading)
+                rid, out = ungraded.pop(key)
+                grade = grade_cell(store, c, out, grading, sweep_id)
                 store.record_grade(rid, grade)
-                say(cid, f"graded {grade.verdict}")
+                say(c.id, f"graded {grade.verdict}")
             result.driver_s[cell.id] = time.monotonic() - t_ready
-    _regrade_waiting(plan, store, result.skipped)
+    _regrade_waiting(plan, store, result.skipped, sweep_id)
     store.finish_sweep(sweep_id)
     return result
 
 
-def _regrade_waiting(plan: Plan, store: Store, skipped: list[str]) -> None:
+def _reference_for(
+    store: Store, control_id: str, control_refs: dict[str, list[ray.ObjectRef]], grading: Grading
+) -> ControlReference | ray.ObjectRef | None:
+    """What a cell's task gets for early abort: a value from the store, or a Ray reference
+    to one that resolves when the control's task(s) of this sweep finish."""
+    assert grading.abort_after is not None
+    stored = [(r.finished_at, store.transcript_for(r.id)) for r in store.ok_runs(control_id, 2 if grading.calibrate else 1)]
+    if control_id not in control_refs:
+        return control_reference(stored, grading.tie_margin, grading.abort_after)
+    # Runs of this sweep are newer than any stored one; a stored ok run still counts as
+    # the repeat when only one new run was scheduled.
+    keep = stored[:1] if len(control_refs[control_id]) == 1 and grading.calibrate else []
+    return ray.remote(_reference_task).options(num_cpus=0, max_retries=0).remote(
+        control_refs[control_id], keep, grading.tie_margin, grading.abort_after
+    )
+
+
+def _regrade_waiting(plan: Plan, store: Store, skipped: list[str], sweep_id: int | None = None) -> None:
     """Grade recorded cells that were `ungraded` (their control had not run) if it has now.
 
     Grades are appended, so the earlier `ungraded` stays on record.
@@ -220,6 +367,5 @@ def _regrade_waiting(plan: Plan, store: Store, skipped: list[str]) -> None:
         control = store.latest_run(cell.control_id)
         if control is None or control.status != "ok":
             continue
-        outcome = RunOutcome(cell_id, "ok", run.started_at, run.finished_at,
-                             transcript=Transcript(store.requests_for(run.id), store.metrics_for(run.id)))
-        store.record_grade(run.id, grade_cell(store, cell, outcome, plan.spec.grading))
+        outcome = RunOutcome(cell_id, "ok", run.started_at, run.finished_at, transcript=store.transcript_for(run.id))
+        store.record_grade(run.id, grade_cell(store, cell, outcome, plan.spec.grading, sweep_id))

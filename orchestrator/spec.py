@@ -169,11 +169,30 @@ class Grading(_Strict):
     tie flip: bf16 logits near 4-8 are 1/32 apart, so a margin of one bf16 step
     (0.031) is a tie that batch shape can flip. One tie flip is noise; many are not:
     a stack whose requests flip at near-ties more often than this fraction is
-    divergent even if no single flip is clear.
+    corrupt even if no single flip is clear.
     """
 
     tie_margin: float = Field(default=0.04, ge=0)
     max_tie_flip_fraction: float = Field(default=0.25, ge=0, le=1)
+    # Run each control twice and store the measured noise floor with the sweep; the
+    # grader then uses the larger of tie_margin and the largest margin the repeat
+    # flipped at, and flags drift beyond the measured envelope.
+    calibrate: bool = False
+    # Stop sending a cell's requests after this many confident divergences from its
+    # control (None: never). Cells then wait for their control to finish.
+    abort_after: int | None = Field(default=None, ge=1)
+    # Symptom kinds (jobs/symptoms.py KINDS) reported but never held against a cell.
+    ignore_symptoms: tuple[str, ...] = ()
+
+    @field_validator("ignore_symptoms")
+    @classmethod
+    def _known_symptoms(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        from jobs.symptoms import KINDS
+
+        unknown = [k for k in kinds if k not in KINDS]
+        if unknown:
+            raise ValueError(f"unknown symptom '{unknown[0]}' (known: {', '.join(KINDS)})")
+        return kinds
 
 
 class Resources(_Strict):

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobs.records import RequestRecord, Transcript
+from jobs.records import ControlReference, RequestRecord, Transcript
 from jobs.replay import replay, send
 from jobs.workload import ReplayRequest, Workload
 
@@ -93,12 +93,12 @@ def _workload() -> Workload:
                     max_tokens=4, top_logprobs=2)
 
 
-def _replay(model: str) -> tuple[Transcript, list[str]]:
+def _replay(model: str, control: ControlReference | None = None) -> tuple[Transcript, list[str]]:
     seen: list[str] = []
 
     async def go() -> Transcript:
         async with stub.StubServer() as s:
-            return await replay(s.base_url, model, _workload(), on_phase=seen.append, timeout_s=10)
+            return await replay(s.base_url, model, _workload(), on_phase=seen.append, timeout_s=10, control=control)
 
     return asyncio.run(go()), seen
 
@@ -156,3 +156,19 @@ def test_restart_points_without_a_restart_callback_are_refused() -> None:
     workload = dataclasses.replace(_workload(), restart_after=("a",))
     with pytest.raises(ValueError, match="restarts the engine after 'a'"):
         asyncio.run(replay("http://127.0.0.1:9", "stub", workload))
+
+
+def _control(abort_after: int) -> ControlReference:
+    """A control whose answers leave the stub's at token 1, where it was sure (margin 1.0)."""
+    tokens = tuple(stub.token(i)[0] for i in range(4))
+    other = (tokens[0], tokens[1] + 1, *tokens[2:])
+    keys = ("s0/0", "s1/0", "s2/0")
+    return ControlReference({k: other for k in keys}, {k: (0.5, 1.0, 0.5, 0.5) for k in keys}, 0.04, abort_after)
+
+
+def test_early_abort_stops_sending_after_enough_confident_divergences() -> None:
+    transcript, seen = _replay("stub", _control(abort_after=2))
+    assert seen == ["a"] and [r.key for r in transcript.requests] == ["s0/0", "s1/0"]
+    assert transcript.aborted_early and transcript.skipped == ["s2/0"]
+    transcript, seen = _replay("stub", _control(abort_after=3))
+    assert seen == ["a", "b"] and not transcript.aborted_early and transcript.skipped == []

