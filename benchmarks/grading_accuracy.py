@@ -7,8 +7,11 @@ the stock engine, plus control and prefix caching on the positive-control engine
 (images/patches/corrupt-prefix-state). Then every control runs a second time, and
 the repeat is graded against the first: the noise floor. Reported per config:
 requests identical / tie flips / divergent, the largest logprob drift before any
-divergence, the cell verdict under the matrix's grading thresholds. Runs (repeats
-too) are stored; with --db an earlier run's results are re-graded without engines.
+divergence, symptoms (jobs/symptoms.py; excused: the control shows the kind too, or
+the canary's untrained MTP head), the cell verdict under the matrix's grading
+thresholds, and the verdict with the noise floor of the cell's own control repeat
+(``grading.calibrate``). Runs (repeats too) are stored; with --db an earlier run's
+results are re-graded without engines.
 Writes docs/GRADING.md with --write.
 """
 
@@ -23,8 +26,9 @@ from sqlalchemy import select
 
 from db.models import Run
 from db.store import Store
-from jobs.grade import grade_transcripts
+from jobs.grade import grade_transcripts, noise_floor
 from jobs.records import Transcript
+from orchestrator.canary import CANARY_EXCUSED_SYMPTOMS
 from orchestrator.matrix import describe_knobs, expand
 from orchestrator.run_cell import run_cell
 from orchestrator.scheduler import run_sweep
@@ -49,7 +53,7 @@ workloads:
 
 
 def _tx(store: Store, run_id: int) -> Transcript:
-    return Transcript(store.requests_for(run_id), store.metrics_for(run_id))
+    return store.transcript_for(run_id)
 
 
 def main() -> None:
@@ -90,9 +94,12 @@ def main() -> None:
                 rows.append((cell, describe_knobs(cell.knobs), "not run", None))
                 continue
             mine, ref, config = runs[-1], control[0], describe_knobs(cell.knobs)
-        verdict, _, ev = grade_transcripts(_tx(store, mine.id), _tx(store, ref.id), g.tie_margin,
-                                           g.max_tie_flip_fraction)
-        rows.append((cell, config, verdict, ev))
+        control_runs = runs if cell.is_control else runs_of(cell.control_id)
+        floor = (noise_floor(_tx(store, control_runs[-1].id), _tx(store, control_runs[0].id))
+                 if len(control_runs) > 1 else None)
+        grade = [grade_transcripts(_tx(store, mine.id), _tx(store, ref.id), g.tie_margin, g.max_tie_flip_fraction,
+                                   f, CANARY_EXCUSED_SYMPTOMS) for f in (None, floor)]
+        rows.append((cell, config, f"{grade[0][0]} | {grade[1][0] if floor else '-'}", grade[0][2]))
 
     lines = [
         f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/grading_accuracy.py --canary {args.canary}`"
@@ -100,16 +107,21 @@ def main() -> None:
         f" 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens, tie margin {g.tie_margin},"
         f" max tie-flip fraction {g.max_tie_flip_fraction}).",
         "",
-        "| engine | config | requests identical | tie flips | divergent | max drift | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| engine | config | requests identical | tie flips | divergent | max drift | symptoms (excused) "
+        "| verdict | verdict, calibrated |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for cell, config, verdict, ev in rows:
         if ev is None:
-            lines.append(f"| {cell.engine.label} | {config} | - | - | - | - | {verdict} |")
+            lines.append(f"| {cell.engine.label} | {config} | - | - | - | - | - | {verdict} | - |")
             continue
+        found = ev["symptoms"]
+        kinds = ", ".join(sorted({x["kind"] for x in found["blamed"]})) or "none"
+        excused = ", ".join(sorted({x["kind"] for x in found["excused"]}))
         lines.append(
             f"| {cell.engine.label} | {config} | {ev['identical']}/{ev['requests']} | {len(ev['tie_flips'])} "
-            f"| {len(ev['divergent'])} | {ev['max_drift']:.3f} | {verdict} |"
+            f"| {len(ev['divergent'])} | {ev['max_drift']:.3f} | {kinds}{f' ({excused})' if excused else ''} "
+            f"| {verdict} |"
         )
     table = "\n".join(lines)
     print(table)
