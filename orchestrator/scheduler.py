@@ -175,6 +175,20 @@ def _failure_evidence(outcome: RunOutcome) -> dict:
     return evidence
 
 
+def _will_grade(store: Store, plan: Plan, control: Cell, todo_ids: set[str]) -> bool:
+    """Whether some cell of ``control`` runs now or waits, ungraded, for a grade."""
+    for cell in plan.cells:
+        if cell.control_id != control.id:
+            continue
+        if cell.id in todo_ids:
+            return True
+        run = store.latest_run(cell.id)
+        grade = store.latest_grade(run.id) if run else None
+        if run is not None and run.status == "ok" and (grade is None or grade.verdict == "ungraded"):
+            return True
+    return False
+
+
 def _calibrate(store: Store, sweep_id: int, control: Cell) -> NoiseFloor | None:
     """Measure and store the noise floor from the control's two newest ok runs."""
     runs = store.ok_runs(control.id, 2)
@@ -234,14 +248,20 @@ def run_sweep(
         for control in plan.controls:
             stored_ok = store.ok_runs(control.id, 2)
             if control.id in todo_ids:
-                runs_of[control.id] = 2
-                calibrating.add(control.id)
-            elif len(stored_ok) == 1 and store.latest_run(control.id).status == "ok":
+                # It runs anyway (new, or --rerun); once more for the floor, unless no
+                # cell of it is graded in this sweep (engine time for nothing).
+                if _will_grade(store, plan, control, todo_ids):
+                    runs_of[control.id] = 2
+                    calibrating.add(control.id)
+            elif len(stored_ok) == 2:
+                if store.noise_floor(sweep_id, control.id) is None:
+                    _calibrate(store, sweep_id, control)  # from the recorded runs, nothing to run
+            elif stored_ok and store.latest_run(control.id).status == "ok" and _will_grade(
+                store, plan, control, todo_ids
+            ):
                 runs_of[control.id] = 1  # one more run, measured against the recorded one
                 calibrating.add(control.id)
                 todo.insert(0, control)
-            elif len(stored_ok) == 2 and store.noise_floor(sweep_id, control.id) is None:
-                _calibrate(store, sweep_id, control)  # two ok runs recorded already
     if not todo:
         return result
 

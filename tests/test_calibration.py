@@ -22,7 +22,7 @@ from jobs.records import ControlReference, Transcript
 from jobs.replay import confidently_diverged
 from orchestrator.cells import RunOutcome
 from orchestrator.matrix import expand
-from orchestrator.scheduler import _calibrate, control_reference, grade_cell
+from orchestrator.scheduler import _calibrate, _will_grade, control_reference, grade_cell, run_sweep
 from orchestrator.spec import Grading, parse_spec
 
 Runs = dict[str, Transcript]  # the conftest fixture `recorded_runs`
@@ -135,3 +135,29 @@ def test_grading_settings_are_validated() -> None:
         Grading(ignore_symptoms=("loops",))
     with pytest.raises(ValueError):
         Grading(abort_after=0)
+
+
+def test_a_sweep_with_two_recorded_control_runs_calibrates_without_running(
+    tmp_path: Path, recorded_runs: Runs
+) -> None:
+    """Everything recorded: run_sweep measures the floor from the store and starts nothing."""
+    plan = expand(parse_spec(MATRIX, "cal.yaml"), "cal.yaml")
+    control, cell = plan.cells
+    store = Store.open(tmp_path / "cal.db")
+    first = store.create_sweep("cal", "cal.yaml", MATRIX)
+    for c in plan.cells:
+        store.add_cell(first, c)
+    store.record_run(first, _outcome(control.id, recorded_runs["patched-control"]))
+    store.record_run(first, _outcome(control.id, recorded_runs["patched-control-repeat"]))
+    cell_run = store.record_run(first, _outcome(cell.id, recorded_runs["patched-prefix-caching"]))
+    assert _will_grade(store, plan, control, set()), "the cell has no grade yet"
+    store.record_grade(cell_run, grade_cell(store, cell, _outcome(cell.id, recorded_runs["patched-prefix-caching"]),
+                                            plan.spec.grading, first))
+    assert not _will_grade(store, plan, control, set())
+    assert _will_grade(store, plan, control, {cell.id})
+
+    second = store.create_sweep("cal", "cal.yaml", MATRIX)
+    result = run_sweep(plan, store, second, tmp_path / "logs")
+    assert result.ran == [] and result.repeats == {} and sorted(result.skipped) == sorted(c.id for c in plan.cells)
+    measured = store.noise_floor(second, control.id)
+    assert measured is not None and measured[0].flips == 2
