@@ -121,20 +121,14 @@ class NoiseFloor:
 
 
 def noise_floor(repeat: Transcript, control: Transcript) -> NoiseFloor:
-    """Compare a control's repeat with the control itself, every difference counted.
-
-    Graded with no tie margin so that each difference reports the control's margin where
-    it happened: the largest of those is the smallest tie margin under which the repeat
-    would grade without a confident divergence.
+    """Compare a control's repeat with the control itself (:func:`repeatability`), every
+    difference counted: its largest control margin is the smallest tie margin under which
+    the repeat grades without a confident divergence.
     """
-    mine = repeat.by_key()
-    grades = [compare(mine.get(r.key), r, 0.0) for r in control.requests if not r.error]
-    changed = [g for g in grades if g.verdict != "identical"]
-    if any(g.verdict == "missing" for g in changed):
+    r = repeatability(repeat, control)
+    if r.missing:
         raise ValueError("a control repeat with failed requests cannot measure a noise floor")
-    margins = [g.control_margin for g in changed if g.control_margin is not None]
-    return NoiseFloor(len(grades), len(grades) - len(changed), len(changed),
-                      max((g.drift for g in grades), default=0.0), max(margins, default=None))
+    return NoiseFloor(r.requests, r.identical, r.diverged, r.drift_max, r.max_margin_at_divergence)
 
 
 def effective_tie_margin(tie_margin: float, floor: NoiseFloor | None) -> float:
