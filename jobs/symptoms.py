@@ -102,7 +102,7 @@ class Symptom:
 
 
 def replacement_chars(text: str) -> str | None:
-    body = text[:-1] if text.endswith("\ufffd") else text
+    body = text.removesuffix("\ufffd")
     count = body.count("\ufffd")
     if count >= REPLACEMENT_MIN_COUNT and count >= REPLACEMENT_MIN_RATIO * max(len(body), 1):
         return f"{count} U+FFFD in {len(text)} characters"
