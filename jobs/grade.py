@@ -9,9 +9,11 @@ cell's state produced a different distribution, and the request is ``divergent``
 Cell verdicts (docs/GRADING.md has the reasons and the measurements):
 
 - ``corrupt``: a request diverges at a clear margin, a request that was sent got no
-  answer, or more than ``max_tie_flip_fraction`` of the requests tie-flip.
-- ``degraded``: none of that, but a symptom (jobs/symptoms.py) the control does not
-  show, or, with a measured noise floor, logprob drift beyond its envelope.
+  answer, or more than ``max_tie_flip_fraction`` of the requests tie-flip while
+  logprobs drift beyond the envelope.
+- ``degraded``: none of that, but too many tie flips without drift, a symptom
+  (jobs/symptoms.py) the control does not show, or, with a measured noise floor,
+  logprob drift beyond its envelope.
 - ``clean``: otherwise.
 
 The tie margin is the configured one, or the noise floor's largest flip margin when a
@@ -28,10 +30,11 @@ from jobs import symptoms
 from jobs.records import RequestRecord, Transcript
 
 # Drift on tokens both runs agree on, beyond this multiple of the noise floor (its
-# measured drift, or the tie margin when the repeat was bit-exact), is more than
-# rounding. On the CPU engine noise is one bf16 step (0.031) and the positive control
-# drifted 0.079; 1.5 x max(0.031, 0.04) = 0.06 separates them. Used only with a
-# measured noise floor: an uncalibrated GPU engine drifts up to 0.24 when healthy.
+# measured drift, or the tie margin when the repeat was bit-exact or not measured), is
+# more than rounding. Noise and changed arithmetic are one bf16 step (0.031 on the
+# CPU engine, 0.034 on the H200s, docs/GPU.md); the positive control drifted 0.077-
+# 0.079: 1.5 x max(0.031, 0.04) = 0.06 separates them. Drift alone grades only with
+# a measured floor (a GPU engine drifted 0.24 healthy in shared/ENGINES.md).
 DRIFT_ENVELOPE = 1.5
 CONTINUATION_TOKENS = 8  # token ids kept on each side of a divergence, for evidence
 
@@ -175,8 +178,11 @@ def grade_transcripts(
     identical = len(sent) - len(ties) - len(bad)
     found = symptoms.blamed(symptoms.transcript_symptoms(cell), symptoms.transcript_symptoms(control),
                             ignore_symptoms)
-    envelope = DRIFT_ENVELOPE * max(floor.max_drift, margin) if floor is not None else None
+    # Without a measured floor the tie margin stands in for it: it is only used to tell
+    # many flips with drifted numerics (corrupt) from many flips without (degraded).
+    envelope = DRIFT_ENVELOPE * max(floor.max_drift if floor else 0.0, margin)
     drifted = max(sent, key=lambda g: g.drift, default=None)
+    beyond = drifted is not None and drifted.drift > envelope
     evidence: dict[str, Any] = {
         "requests": len(sent),
         "identical": identical,
@@ -185,6 +191,7 @@ def grade_transcripts(
         "tie_margin_configured": tie_margin,
         "noise_floor": floor.to_json() if floor else None,
         "drift_envelope": envelope,
+        "drift_calibrated": floor is not None,
         "tie_flips": [g.to_json() for g in ties],
         "divergent": [g.to_json() for g in bad],
         "skipped": [g.key for g in grades if g.verdict == "skipped"],
@@ -201,11 +208,14 @@ def grade_transcripts(
         at = f", control margin {first.control_margin:.2f}" if first.control_margin is not None else ""
         what = "got no answer" if first.verdict == "missing" else "differ at a clear margin"
         return "corrupt", f"{len(bad)}/{len(sent)} requests {what}; first at {_where(first)}{at}{skipped}", evidence
-    if len(ties) > max_tie_flip_fraction * len(sent):
-        # Each flip alone is a near-tie, but noise does not flip this many requests.
+    many_flips = len(ties) > max_tie_flip_fraction * len(sent)
+    if many_flips and beyond:
+        # Each flip alone is a near-tie, but noise does not flip this many requests, and
+        # the tokens both runs agree on drifted beyond rounding: the state differs.
         evidence["first"] = _headline(ties[0], "tie-flips")
         return "corrupt", (f"{len(ties)}/{len(sent)} requests flip at near-ties (noise allows "
-                           f"{max_tie_flip_fraction:.0%}); first at {_where(ties[0])}"), evidence
+                           f"{max_tie_flip_fraction:.0%}) and logprobs drift {drifted.drift:.3f} (envelope "
+                           f"{envelope:.3f}); first at {_where(ties[0])}"), evidence
     if found.blamed:
         s = found.blamed[0]
         g = next((g for g in grades if g.key == s.key), None)
@@ -215,7 +225,14 @@ def grade_transcripts(
         kinds = sorted({x.kind for x in found.blamed})
         return "degraded", (f"symptom(s) the control does not show: {', '.join(kinds)}; first{place}: "
                             f"{s.detail}"), evidence
-    if envelope is not None and drifted is not None and drifted.drift > envelope:
+    if many_flips:
+        # Not bit-identical beyond noise, but no token at a clear margin and no drift:
+        # changed arithmetic (chunked prefill, verification batches), not shown wrong.
+        evidence["first"] = _headline(ties[0], "tie-flips")
+        return "degraded", (f"{len(ties)}/{len(sent)} requests flip at near-ties (noise allows "
+                            f"{max_tie_flip_fraction:.0%}), drift {drifted.drift:.3f} within {envelope:.3f}, "
+                            f"no confident divergence; first at {_where(ties[0])}"), evidence
+    if floor is not None and beyond:
         evidence["first"] = _headline(drifted, "drift") | {"token_index": drifted.drift_index}
         return "degraded", (f"logprob drift {drifted.drift:.3f} beyond the noise envelope {envelope:.3f} at "
                             f"session {drifted.session} turn {drifted.turn} token {drifted.drift_index}"), evidence
