@@ -162,6 +162,7 @@ class Store:
             log_path=outcome.log_path,
             node=outcome.node,
             gpu_ids=outcome.gpu_ids,
+            attempts=outcome.attempts,
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
         )

@@ -21,13 +21,17 @@ SERVED_NAME = "canary"
 _PREFIX_DEFAULT_ON = Version("0.8.0")
 
 
-def engine_argv(python: Path, recipe: EngineRecipe, knobs: dict[str, Any], model: str, port: int) -> list[str]:
+def engine_argv(
+    python: Path, recipe: EngineRecipe, knobs: dict[str, Any], model: str, port: int, host: str = "127.0.0.1"
+) -> list[str]:
+    """``host``: 127.0.0.1 for a local process; 0.0.0.0 inside a container, whose port
+    is published on the host's 127.0.0.1 only."""
     version = Version(recipe.vllm)
     argv = [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", model,
         "--served-model-name", SERVED_NAME,
-        "--host", "127.0.0.1",
+        "--host", host,
         "--port", str(port),
         "--seed", "0",
         "--max-model-len", str(knobs["max_model_len"]),

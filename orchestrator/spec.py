@@ -25,6 +25,11 @@ from pydantic import (
 )
 
 
+from images.build import ImageOptions
+
+__all__ = ["ImageOptions", "MatrixSpec", "SpecError", "load_spec", "parse_spec"]
+
+
 class SpecError(ValueError):
     """A matrix file that cannot be used; the message is one line naming file, line and field."""
 
@@ -174,6 +179,7 @@ class MatrixSpec(_Strict):
     control: Rule = Field(default_factory=lambda: Rule(prefix_caching=False, speculative=None))
     workloads: list[WorkloadSpec] = Field(default_factory=lambda: [WorkloadSpec()], min_length=1)
     runtime: Literal["local", "docker"] = "local"
+    images: ImageOptions = ImageOptions()  # runtime: docker: how engine images are built
     grading: Grading = Grading()
     resources: Resources = Resources()
     timeouts: Timeouts = Timeouts()
