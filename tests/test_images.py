@@ -100,3 +100,23 @@ def test_matrix_runtime_and_images_fields() -> None:
         parse_spec(text + "runtime: docker\nimages: {registry: x}\n", "m.yaml")
     with pytest.raises(SpecError, match=r"m.yaml:4: runtime: Input should be 'local' or 'docker'"):
         parse_spec(text + "runtime: podman\n", "m.yaml")
+
+
+def test_compose_file_binds_the_dashboard_to_loopback_and_reserves_gpus() -> None:
+    """compose.yaml cannot be brought up here (no compose plugin, no GPUs): check its shape."""
+    import yaml
+
+    root = Path(__file__).parent.parent
+    compose = yaml.safe_load((root / "compose.yaml").read_text())
+    head, worker = compose["services"]["ray-head"], compose["services"]["ray-worker"]
+    assert "--head" in head["command"] and "--dashboard-host=127.0.0.1" in head["command"]
+    assert "--address=127.0.0.1:6379" in worker["command"]
+    devices = worker["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
+    for node in (head, worker):
+        assert "/var/run/docker.sock:/var/run/docker.sock" in node["volumes"]
+        assert any(v.startswith("results:") for v in node["volumes"]) and node["network_mode"] == "host"
+    assert "results" in compose["volumes"]
+    assert (root / node["build"]["dockerfile"]).is_file()
+    spec_text = (root / "examples" / "quickstart-docker.yaml").read_text()
+    assert parse_spec(spec_text).runtime == "docker"
