@@ -62,6 +62,29 @@ def _task(cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHa
                     runtime=runtime)
 
 
+def _start_local_ray(num_gpus: int | None, tries: int = 3) -> None:
+    """A private Ray on this host; tried again when a loaded host makes the raylet late.
+
+    A raylet aborts when its dashboard agent has not written its port within
+    ``raylet_start_wait_time_s`` / ``agent_register_timeout_ms`` ("Timed out waiting
+    for file .../metrics_agent_port_..."), and ray.init gives up on a raylet that has
+    not registered within 30 s; on a busy 2-core host both happen now and then.
+    """
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
+    for attempt in range(tries):
+        try:
+            # "local": a fresh cluster, never one that a `ray start` on this host left in
+            # /tmp/ray/ray_current_cluster (which a bare ray.init() would join).
+            ray.init(address="local", num_cpus=os.cpu_count(), num_gpus=num_gpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+            return
+        except Exception as exc:  # Ray raises a bare Exception for a node that did not come up
+            ray.shutdown()
+            if "timed out during startup" not in str(exc) or attempt == tries - 1:
+                raise SweepError(f"cannot start a local Ray: {exc}") from exc
+
+
 @dataclass
 class SweepResult:
     sweep_id: int
@@ -158,11 +181,7 @@ def run_sweep(
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            # "local": a fresh cluster, never one that a `ray start` on this host left in
-            # /tmp/ray/ray_current_cluster (which a bare ray.init() would join).
-            ray.init(address="local", num_cpus=os.cpu_count(), num_gpus=num_gpus, include_dashboard=False,
-                     log_to_driver=False,
-                     configure_logging=False)
+            _start_local_ray(num_gpus)
     result.setup_s = time.monotonic() - t0
     # The board lives on the driver's node: a lost worker node must not take it along.
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)

@@ -57,6 +57,7 @@ def two_nodes():
     # A raylet waits this long for its dashboard agent; on a loaded 2-core machine the
     # default is not enough, and the raylet aborts.
     mp.setenv("RAY_agent_register_timeout_ms", "180000")
+    mp.setenv("RAY_raylet_start_wait_time_s", "180")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1, "resources": {"head": 1}})
     second = cluster.add_node(num_cpus=2, num_gpus=1, resources={"second_node": 1})
     cluster.wait_for_nodes()
