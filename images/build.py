@@ -63,6 +63,9 @@ class ImageOptions(BaseModel):
     network: Literal["host", "bridge", "none"] = "host"
 
 
+# (soname, Debian package) the accelerator's wheels load but do not bundle.
+SYSTEM_LIBS = {"cpu": [{"so": "libnuma.so.1", "deb": "libnuma1"}], "cuda": []}
+
 DEFAULT_BASES = {"cpu": "python:3.11-slim-bookworm", "cuda": "vllm/vllm-openai:v{version}"}
 
 
@@ -137,6 +140,7 @@ def render(recipe: EngineRecipe, options: ImageOptions | None = None) -> BuildCo
         wheelhouse=any(k.startswith("wheelhouse/") for k in files),
         requirements=requirements(recipe),
         unwanted=list(CPU_UNWANTED) if recipe.accelerator == "cpu" else [],
+        system_libs=SYSTEM_LIBS[recipe.accelerator] if install else [],
         patches=recipe.patches,
         python=python,
     )
