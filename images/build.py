@@ -15,8 +15,6 @@ import hashlib
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -27,7 +25,7 @@ from typing import Any, Literal
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
-from images.recipe import CPU_UNWANTED, EngineRecipe, find_links, patch_files, requirements
+from images.recipe import CPU_UNWANTED, EngineRecipe, find_links, patch_files, pip_config, requirements
 
 REPOSITORY = "vmatrix/engine"
 TEMPLATE = Path(__file__).with_name("Dockerfile.j2")
@@ -87,18 +85,7 @@ class BuildContext:
 
 
 def _pip_cert() -> str | None:
-    if os.environ.get("PIP_CERT"):
-        return os.environ["PIP_CERT"]
-    try:
-        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                             timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for line in out.splitlines():
-        key, _, value = line.partition("=")
-        if key.endswith(".cert"):
-            return value.strip().strip("'\"")
-    return None
+    return pip_config().get("cert")
 
 
 def _wheels(folders: tuple[str, ...] | list[str]) -> dict[str, Path]:
