@@ -105,6 +105,8 @@ class Run(Base):
     log_path: Mapped[str | None] = mapped_column(String)
     node: Mapped[str | None] = mapped_column(String)
     gpu_ids: Mapped[list[Any]]
+    # Starts of the cell's task ({host, ray_node, at}); two or more: it was retried (0003).
+    attempts: Mapped[list[Any]] = mapped_column(JSON, server_default="[]")
     started_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float] = mapped_column(Float)
     # Early abort: the replay stopped after enough confident divergences; the keys of the

@@ -10,7 +10,7 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from rich.console import Console
@@ -62,6 +62,7 @@ class RunDetail:
     fingerprint: dict[str, Any]
     timings: dict[str, float]
     grades: list[GradeDetail]  # newest first; the first one is the verdict
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # two or more: Ray retried the cell
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,7 @@ def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
                 fingerprint=run.fingerprint,
                 timings=run.timings,
                 grades=grades[run.id],
+                attempts=run.attempts,
             )
             for run in runs
         ],

@@ -163,6 +163,7 @@ class Store:
             log_path=outcome.log_path,
             node=outcome.node,
             gpu_ids=outcome.gpu_ids,
+            attempts=outcome.attempts,
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
             aborted_early=outcome.transcript.aborted_early if outcome.transcript else None,

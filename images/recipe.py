@@ -7,11 +7,11 @@ cell id, so editing a patch makes new cells instead of reusing stale results.
 
 from __future__ import annotations
 
+import configparser
+import functools
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -140,6 +140,34 @@ def staged_wheels(recipe: EngineRecipe) -> Path | None:
     return folder if folder.is_dir() else None
 
 
+@functools.lru_cache(maxsize=1)
+def pip_config() -> dict[str, str]:
+    """pip's settings (``global``, then ``install`` sections), read from its config files.
+
+    The files pip documents, in its order (later wins), then ``PIP_*`` variables.
+    Read directly rather than through ``pip config list``: that subprocess costs
+    seconds on a busy host, and every image look-up needs these settings.
+    """
+    xdg = os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(os.pathsep)
+    home = Path.home()
+    files = [Path(d) / "pip" / "pip.conf" for d in reversed(xdg)] + [Path("/etc/pip.conf")]
+    files += [home / ".pip" / "pip.conf", Path(os.environ.get("XDG_CONFIG_HOME", home / ".config")) / "pip" / "pip.conf"]
+    if os.environ.get("VIRTUAL_ENV"):
+        files.append(Path(os.environ["VIRTUAL_ENV"]) / "pip.conf")
+    if os.environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
+    parser = configparser.RawConfigParser()
+    parser.read([str(f) for f in files if f.is_file()])
+    out: dict[str, str] = {}
+    for section in ("global", "install"):
+        if parser.has_section(section):
+            out |= {k.replace("_", "-"): v for k, v in parser.items(section)}
+    for key, value in os.environ.items():
+        if key.startswith("PIP_") and key != "PIP_CONFIG_FILE":
+            out[key[4:].lower().replace("_", "-")] = value
+    return out
+
+
 def find_links() -> list[str]:
     """Wheel folders pip is configured with (torch +cpu lives there on these machines).
 
@@ -149,15 +177,5 @@ def find_links() -> list[str]:
     links: list[str] = []
     extra = os.environ.get("VMATRIX_FIND_LINKS", "")
     links += [x for x in extra.split(os.pathsep) if x]
-    links += os.environ.get("PIP_FIND_LINKS", "").split()
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=30
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        out = ""
-    for line in out.splitlines():
-        key, _, value = line.partition("=")
-        if key.endswith("find-links"):
-            links += value.strip().strip("'\"").split()
+    links += pip_config().get("find-links", "").split()
     return list(dict.fromkeys(links))

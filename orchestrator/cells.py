@@ -89,6 +89,9 @@ class RunOutcome:
     log_path: str | None = None
     node: str | None = None
     gpu_ids: list[str] = field(default_factory=list)
+    # Each start of the cell's task: {host, ray_node, at}. More than one: Ray retried it
+    # after a worker or node died.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from jobs.traces import TraceError
 from orchestrator.cli_bisect import bisect
 from orchestrator.cli_common import DbOpt, console, fail, open_store
 from orchestrator.cli_noise import results_noise
+from orchestrator.cli_images import images_app
 from orchestrator.cli_results import report, results_extra
 from orchestrator.cli_traces import traces_app
 from orchestrator.geometry import violations
@@ -29,6 +30,7 @@ app.add_typer(sweep_app, name="sweep")
 app.add_typer(results_app, name="results")
 app.add_typer(canary_app, name="canary")
 app.add_typer(traces_app, name="traces")
+app.add_typer(images_app, name="images")
 results_app.registered_commands.extend(results_extra.registered_commands)  # compare, export, diff
 results_app.command("noise")(results_noise)
 app.command("report")(report)
@@ -82,14 +84,16 @@ def sweep_run(
     num_gpus: Annotated[int | None, typer.Option(help="GPUs of the local Ray (logical ones are fine).")] = None,
     engine: EngineOpt = None,
     controls_only: ControlsOpt = False,
+    runtime: Annotated[str | None, typer.Option(help="local or docker: overrides the matrix's `runtime:`.")] = None,
+    retries: Annotated[int, typer.Option(help="Re-runs of a cell whose worker or node died.")] = 1,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
     from db.queries import lookup_table, render_table
     from orchestrator.scheduler import SweepError, run_sweep
 
     plan = _plan(matrix, engine, controls_only)
-    if plan.spec.runtime != "local":
-        fail(f"{matrix}: runtime: {plan.spec.runtime} is not available in this version; use `runtime: local`")
+    if runtime not in (None, "local", "docker"):
+        fail(f"--runtime: '{runtime}' is not one of local, docker")
     store = open_store(db)
     sweep_id = store.create_sweep(plan.spec.name, str(matrix), matrix.read_text())
     labels = {c.id: f"{c.engine.label} [{describe_knobs(c.knobs)}]" for c in plan.cells}
@@ -106,7 +110,7 @@ def sweep_run(
 
         try:
             result = run_sweep(plan, store, sweep_id, runs_dir(), rerun=rerun, address=address, num_gpus=num_gpus,
-                               listener=listen)
+                               listener=listen, runtime=runtime, max_retries=retries)
         except SweepError as exc:
             fail(str(exc))
     console.print(f"sweep {sweep_id}: ran {len(result.ran)} cells, skipped {len(result.skipped)} already recorded")

@@ -28,14 +28,17 @@ def engine_argv(
     model: str,
     port: int,
     kv_transfer: dict[str, Any] | None = None,
+    host: str = "127.0.0.1",
 ) -> list[str]:
-    """``kv_transfer``: the KV connector's config (LMCache, orchestrator/lmcache.py)."""
+    """``kv_transfer``: the KV connector's config (LMCache, orchestrator/lmcache.py).
+    ``host``: 127.0.0.1 for a local process; 0.0.0.0 inside a container, whose port
+    is published on the host's 127.0.0.1 only."""
     version = Version(recipe.vllm)
     argv = [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", model,
         "--served-model-name", SERVED_NAME,
-        "--host", "127.0.0.1",
+        "--host", host,
         "--port", str(port),
         "--seed", "0",
         "--max-model-len", str(knobs["max_model_len"]),

@@ -5,6 +5,10 @@ does (a patch that does not apply, an engine that refuses to start or dies): tho
 are outcomes to record. The engine (and its LMCache server, if the cell has one) is
 torn down on every path.
 
+The runtime (``local``: a venv and a process; ``docker``: an image and a container)
+only decides how the environment and the engine are obtained; both engines have
+start / wait_ready / alive / stop / signature / returncode / base_url.
+
 The cell owns its engine; the replay does not. At a restart point of the workload
 the replay calls back here, and the engine is stopped and started again with the
 same arguments and the same LMCache L2 folder (orchestrator/lmcache.py).
@@ -19,7 +23,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from jobs.records import ControlReference
 from jobs.replay import replay
@@ -28,25 +34,85 @@ from orchestrator import lmcache
 from orchestrator.cells import Cell, RunOutcome
 from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
 from orchestrator.runtimes.local import CELL_ENV, EngineProcess, EnvBuildError, ensure_env, free_port
-from orchestrator.spec import Timeouts, WorkloadSpec
+from orchestrator.spec import ImageOptions, Timeouts, WorkloadSpec
 
 Report = Callable[[str, str], None]  # (cell_id, phase)
 
 
+@dataclass(frozen=True)
+class Runtime:
+    kind: Literal["local", "docker"] = "local"
+    images: ImageOptions | None = None  # docker: how images are built
+    sweep: str = ""  # docker: the sweep id, as a container label
+
+
+def _gpu_ids(cell: Cell) -> list[str]:
+    if not cell.resources.get("gpus"):
+        return []
+    import ray
+
+    if ray.is_initialized():
+        return [str(i) for i in ray.get_gpu_ids()]
+    return [i for i in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if i]
+
+
+def _hf_cache() -> list[str]:
+    home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
+    return [home] if os.path.isdir(home) else []
+
+
+def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_ids: list[str],
+            run_dir: Path) -> tuple[Any, dict, lmcache.LMCacheSetup | None]:
+    """The runtime's environment (built if needed), the cell's LMCache setup, and an
+    engine, not started yet.
+
+    Raises EnvBuildError when the environment cannot be built.
+    """
+    env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
+    port = free_port()
+    if runtime.kind == "docker":
+        if cell.knobs.get("lmcache_connector"):
+            raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
+        from orchestrator.runtimes.docker import (CONTAINER_PORT, LABEL_CELL, LABEL_SWEEP, EngineContainer,
+                                                  ensure_image, reap_containers)
+
+        reap_containers()  # containers of a killed attempt of this (or any) cell on this host
+        image = ensure_image(cell.engine, runtime.images, log_dir / f"image-{cell.engine.env_id}.log")
+        argv = engine_argv(image.python, cell.engine, cell.knobs, cell.model.path, CONTAINER_PORT, host="0.0.0.0")
+        engine = EngineContainer(
+            image=image.tag, argv=argv, env=env_vars, log_path=engine_log, port=port,
+            labels={LABEL_SWEEP: runtime.sweep, LABEL_CELL: cell.id},
+            mounts=[cell.model.path, *_hf_cache()],
+            # CPU engines take no device request, even when Ray hands out logical GPUs.
+            gpu_ids=gpu_ids if cell.engine.accelerator == "cuda" else [],
+        )
+        return engine, image.fingerprint, None
+    env = ensure_env(cell.engine, log_dir / f"env-{cell.engine.env_id}.log")
+    # The cell's own LMCache state (config, L2) lives in its run folder, nowhere shared.
+    lmc = lmcache.prepare(cell.knobs, env.python, run_dir, (free_port(), free_port()))
+    argv = engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, port,
+                       kv_transfer=lmc.kv_transfer if lmc else None)
+    if gpu_ids:
+        env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
+    engine = EngineProcess(argv=argv, env=env_vars | (lmc.env if lmc else {}), log_path=engine_log, port=port)
+    return engine, env.fingerprint, lmc
+
+
 def run_cell(
     cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | None = None,
-    control: ControlReference | None = None,
+    control: ControlReference | None = None, runtime: Runtime | None = None,
 ) -> RunOutcome:
     """``control``: the control's tokens, for early abort (grading.abort_after); None: replay all."""
+    runtime = runtime or Runtime()
     say = (lambda phase: report(cell.id, phase)) if report else (lambda phase: None)
     started = time.time()
     timings: dict[str, float] = {}
     log_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     engine_log = log_dir / f"{cell.id}-{stamp}.log"
+    gpu_ids = _gpu_ids(cell)
     outcome = RunOutcome(cell_id=cell.id, status="ok", started_at=started, finished_at=started,
-                         log_path=str(engine_log), node=socket.gethostname(),
-                         gpu_ids=os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if cell.resources.get("gpus") else [])
+                         log_path=str(engine_log), node=socket.gethostname(), gpu_ids=gpu_ids)
 
     def finish(**changes: object) -> RunOutcome:
         for key, value in changes.items():
@@ -56,31 +122,20 @@ def run_cell(
         outcome.timings = timings
         return outcome
 
-    say("building env")
+    say("building image" if runtime.kind == "docker" else "building env")
     t = time.monotonic()
     try:
-        env = ensure_env(cell.engine, log_dir / f"env-{cell.engine.env_id}.log")
+        engine, outcome.fingerprint, lmc = _engine(cell, runtime, log_dir, engine_log, gpu_ids,
+                                                   log_dir / f"{cell.id}-{stamp}")
     except EnvBuildError as exc:
         return finish(status="startup_failed", signature=str(exc), message=str(exc))
     timings["env_s"] = time.monotonic() - t
-    outcome.fingerprint = env.fingerprint
-
-    process_env = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
-    # The cell's own LMCache state (config, L2) lives in its run folder, nowhere shared.
-    lmc = lmcache.prepare(cell.knobs, env.python, log_dir / f"{cell.id}-{stamp}", (free_port(), free_port()))
     sidecar = None
     if lmc is not None and lmc.sidecar is not None:
+        process_env = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
         sidecar = EngineProcess(argv=lmc.sidecar.argv, env=process_env, log_path=log_dir / f"{cell.id}-{stamp}.lmcache.log",
                                 port=lmc.sidecar.http_port, health_path="/healthcheck")
     companions = (sidecar,) if sidecar else ()
-    port = free_port()
-    engine = EngineProcess(
-        argv=engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, port,
-                         kv_transfer=lmc.kv_transfer if lmc else None),
-        env=process_env | (lmc.env if lmc else {}),
-        log_path=engine_log,
-        port=port,
-    )
 
     def server_crash() -> str:
         assert sidecar is not None
@@ -130,7 +185,7 @@ def run_cell(
             return finish(status="startup_failed", signature=server_crash(),
                           message=f"the lmcache server died while the engine started ({sidecar.log_path if sidecar else ''})")
         if state == "exited":
-            return finish(status="startup_failed", signature=engine.signature() or f"exit code {engine.proc.returncode}")
+            return finish(status="startup_failed", signature=engine.signature() or f"exit code {engine.returncode}")
         if state == "timeout":
             return finish(status="timeout", message=f"engine not ready after {timeouts.startup_s:.0f} s",
                           signature=engine.signature())
@@ -161,7 +216,7 @@ def run_cell(
                 return finish(status="crashed", transcript=transcript, signature=server_crash(),
                               message=f"the lmcache server died while the engine restarted after {phase}")
             return finish(status="timeout" if state == "timeout" else "crashed", transcript=transcript,
-                          signature=engine.signature() or (f"exit code {engine.proc.returncode}" if engine.proc else None),
+                          signature=engine.signature() or f"exit code {engine.returncode}",
                           message=f"engine did not come back ({state}) from the restart after phase {phase}")
         failed = [r for r in transcript.requests if r.error]
         if failed:

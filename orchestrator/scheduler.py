@@ -19,12 +19,14 @@ Two grading settings shape the schedule (docs/GRADING.md):
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from db.store import Store
 from jobs.grade import NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor
@@ -33,7 +35,7 @@ from orchestrator.canary import CANARY_EXCUSED_SYMPTOMS, canary_dir, ensure_cana
 from orchestrator.cells import Cell, Grade, RunOutcome
 from orchestrator.geometry import violations
 from orchestrator.matrix import Plan
-from orchestrator.run_cell import run_cell
+from orchestrator.run_cell import Runtime, run_cell
 from orchestrator.runtimes.local import ensure_env, reap_orphans
 from orchestrator.spec import Grading, Timeouts
 
@@ -59,12 +61,19 @@ class _Board:
         return events
 
 
+ATTEMPT = "attempt on "  # phase prefix: a task (re)started on a node
+
+
 def _task(
-    cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHandle,
+    cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHandle, runtime: Runtime,
     control: ControlReference | None = None,
 ) -> RunOutcome:
+    # Ray re-runs the task when its node or worker dies; each start is reported, so
+    # the driver can record that a cell was retried and where.
+    node = ray.get_runtime_context().get_node_id()
+    board.report.remote(cell.id, f"{ATTEMPT}{socket.gethostname()} {node}")
     return run_cell(cell, Path(log_dir), timeouts, report=lambda cid, phase: board.report.remote(cid, phase),
-                    control=control)
+                    control=control, runtime=runtime)
 
 
 def control_reference(
@@ -102,6 +111,29 @@ def _reference_task(
         if outcome.status == "ok" and outcome.transcript is not None:
             runs.append((outcome.finished_at, outcome.transcript))
     return control_reference(runs, tie_margin, abort_after)
+
+
+def _start_local_ray(num_gpus: int | None, tries: int = 3) -> None:
+    """A private Ray on this host; tried again when a loaded host makes the raylet late.
+
+    A raylet aborts when its dashboard agent has not written its port within
+    ``raylet_start_wait_time_s`` / ``agent_register_timeout_ms`` ("Timed out waiting
+    for file .../metrics_agent_port_..."), and ray.init gives up on a raylet that has
+    not registered within 30 s; on a busy 2-core host both happen now and then.
+    """
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
+    for attempt in range(tries):
+        try:
+            # "local": a fresh cluster, never one that a `ray start` on this host left in
+            # /tmp/ray/ray_current_cluster (which a bare ray.init() would join).
+            ray.init(address="local", num_cpus=os.cpu_count(), num_gpus=num_gpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+            return
+        except Exception as exc:  # Ray raises a bare Exception for a node that did not come up
+            ray.shutdown()
+            if "timed out during startup" not in str(exc) or attempt == tries - 1:
+                raise SweepError(f"cannot start a local Ray: {exc}") from exc
 
 
 @dataclass
@@ -212,7 +244,15 @@ def run_sweep(
     address: str | None = None,
     num_gpus: int | None = None,
     listener: Listener | None = None,
+    runtime: str | None = None,
+    max_retries: int = 1,
 ) -> SweepResult:
+    """Run the plan's cells that have no final result (all of them with ``rerun``).
+
+    ``runtime`` overrides the matrix's ``runtime:``; ``max_retries``: how often Ray
+    re-runs a cell whose worker or node died (not one whose engine failed: that is a
+    result).
+    """
     say = listener or (lambda cell_id, phase: None)
     result = SweepResult(sweep_id)
     for cell in plan.cells:
@@ -266,25 +306,35 @@ def run_sweep(
         return result
 
     t0 = time.monotonic()
+    kind = runtime or plan.spec.runtime
     reap_orphans()  # engines left by an orchestrator that was killed
+    if kind == "docker":
+        from orchestrator.runtimes.docker import reap_containers
+
+        reap_containers()
     prepare_model(plan, log_dir)
     if not ray.is_initialized():
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(num_cpus=os.cpu_count(), num_gpus=num_gpus, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            _start_local_ray(num_gpus)
     result.setup_s = time.monotonic() - t0
-    board = _Board.remote()
+    # The board lives on the driver's node: a lost worker node must not take it along.
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    board = _Board.options(scheduling_strategy=here).remote()
     task = ray.remote(_task)
+    rt = Runtime(kind=kind, images=plan.spec.images, sweep=str(sweep_id))  # type: ignore[arg-type]
+    attempts: dict[str, list[dict[str, object]]] = {}
     pending: dict[ray.ObjectRef, Cell] = {}
     control_refs: dict[str, list[ray.ObjectRef]] = {}
 
     def launch(cell: Cell, control: object = None) -> ray.ObjectRef:
+        # A cell asks Ray for its GPUs (a tensor-parallel engine: as many as its TP size);
+        # the ids Ray assigns are the ones the engine gets.
         ref = task.options(
-            num_cpus=cell.resources.get("cpus", 1), num_gpus=cell.resources.get("gpus", 0), max_retries=0,
-            name=f"cell-{cell.id}",
-        ).remote(cell, str(log_dir), plan.spec.timeouts, board, control)
+            num_cpus=cell.resources.get("cpus", 1), num_gpus=cell.resources.get("gpus", 0),
+            max_retries=max_retries, retry_exceptions=False, name=f"cell-{cell.id}",
+        ).remote(cell, str(log_dir), plan.spec.timeouts, board, rt, control)
         pending[ref] = cell
         return ref
 
@@ -309,7 +359,12 @@ def run_sweep(
     ungraded: dict[str, tuple[int, RunOutcome]] = {}
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
-        for cell_id, phase, _t in ray.get(board.drain.remote()):
+        for cell_id, phase, t_event in ray.get(board.drain.remote()):
+            if phase.startswith(ATTEMPT):
+                host, _, node = phase.removeprefix(ATTEMPT).partition(" ")
+                attempts.setdefault(cell_id, []).append({"host": host, "ray_node": node, "at": t_event})
+                n = len(attempts[cell_id])
+                phase = f"started on {host} (node {node[:8]})" + (f", retry {n - 1}" if n > 1 else "")
             say(cell_id, phase)
         for ref in ready:
             t_ready = time.monotonic()
@@ -328,6 +383,7 @@ def run_sweep(
                 # Run anyway (run_invalid): the engine's own answer, with the rule it broke.
                 note = "ran despite " + "; ".join(map(str, broken))
                 outcome.message = f"{note}; {outcome.message}" if outcome.message else note
+            outcome.attempts = attempts.get(cell.id, [])
             run_id = store.record_run(sweep_id, outcome)
             if cell.id in result.run_ids or cell.id in result.skipped:
                 result.repeats[cell.id] = run_id

@@ -25,6 +25,11 @@ from pydantic import (
 )
 
 
+from images.build import ImageOptions
+
+__all__ = ["ImageOptions", "MatrixSpec", "SpecError", "load_spec", "parse_spec"]
+
+
 class SpecError(ValueError):
     """A matrix file that cannot be used; the message is one line naming file, line and field."""
 
@@ -219,6 +224,7 @@ class MatrixSpec(_Strict):
     # Run cells that break a geometry rule (orchestrator/geometry.py) anyway, to see
     # what the engine itself says; by default they are recorded `invalid`, unstarted.
     run_invalid: bool = False
+    images: ImageOptions = ImageOptions()  # runtime: docker: how engine images are built
     grading: Grading = Grading()
     resources: Resources = Resources()
     timeouts: Timeouts = Timeouts()

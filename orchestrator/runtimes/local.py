@@ -355,6 +355,10 @@ class EngineProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode if self.proc else None
+
     def wait_ready(self, timeout_s: float, companions: tuple[EngineProcess, ...] = ()) -> str:
         """'ready', 'exited', 'companion_exited' (a sidecar it needs died) or 'timeout'."""
         deadline = time.monotonic() + timeout_s

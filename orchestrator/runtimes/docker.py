@@ -1,0 +1,222 @@
+"""The Docker runtime: one image per engine recipe, engines as containers.
+
+Same shape as the local runtime (``ensure_image`` ~ ``ensure_env``, ``EngineContainer``
+~ ``EngineProcess``), so running a cell does not care which one it has. A container
+publishes its port on 127.0.0.1 only, sees exactly the GPUs Ray gave the task, mounts
+the model and the HF cache read-only, and carries labels naming sweep, cell and owner:
+the owner (host + orchestrator pid) lets :func:`reap_containers` remove containers
+whose orchestrator was killed before it could remove them itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from filelock import FileLock
+
+from images.build import BuiltImage, ImageBuildError, ImageOptions, build_image, client, image_packages
+from images.recipe import EngineRecipe, patch_files
+from orchestrator.paths import cache_dir
+from orchestrator.runtimes.local import EnvBuildError
+from orchestrator.runtimes.signature import error_signature
+
+LABEL_SWEEP = "vmatrix.sweep"
+LABEL_CELL = "vmatrix.cell"
+LABEL_OWNER = "vmatrix.owner"
+CONTAINER_PORT = 8000
+
+
+@dataclass(frozen=True)
+class EngineImage:
+    tag: str
+    python: Path  # the engine's interpreter inside the image
+    fingerprint: dict[str, Any]
+    built: bool
+
+
+def ensure_image(recipe: EngineRecipe, options: ImageOptions | None, log: Path) -> EngineImage:
+    """The recipe's image, built first if the daemon lacks it.
+
+    A file lock per recipe makes the cells of one recipe wait for one build instead
+    of each sending the same context to the daemon.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    lock = cache_dir() / "images" / f"{recipe.env_id}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(str(lock)):
+            image: BuiltImage = build_image(recipe, options, log=log)
+            packages = image_packages(image.tag)
+    except ImageBuildError as exc:
+        raise EnvBuildError(str(exc)) from None
+    patches = [
+        {"file": f"{recipe.patches}/{f.name}", "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+        for f in (patch_files(recipe.patches) if recipe.patches else [])
+    ]
+    fingerprint = {
+        "recipe": recipe.label,
+        "env_id": recipe.env_id,
+        "runtime": "docker",
+        "image": image.tag,
+        "image_id": image.image_id,
+        "packages": packages,
+        "patches": patches,
+    }
+    return EngineImage(image.tag, Path(image.python), fingerprint, image.built)
+
+
+def owner_label() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def reap_containers(docker_client: Any = None) -> list[str]:
+    """Remove vmatrix engine containers whose owner on this host is gone; returns their names.
+
+    Containers of owners on other hosts are left alone: their pid means nothing here.
+    """
+    try:
+        c = docker_client or client()
+    except ImageBuildError:
+        return []  # no daemon, no containers
+    host = socket.gethostname()
+    removed = []
+    for container in c.containers.list(all=True, filters={"label": LABEL_OWNER}):
+        owner_host, _, pid = container.labels.get(LABEL_OWNER, "").rpartition(":")
+        if owner_host != host or not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        try:
+            container.remove(force=True)
+            removed.append(container.name)
+        except Exception:  # noqa: BLE001 - already gone, or being removed by someone else
+            pass
+    return removed
+
+
+@dataclass
+class EngineContainer:
+    """A vLLM server in a container; teardown removes the container on every path."""
+
+    image: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    port: int  # on the host, bound to 127.0.0.1
+    labels: dict[str, str]
+    mounts: list[str] = field(default_factory=list)  # host paths, mounted read-only at the same path
+    gpu_ids: list[str] = field(default_factory=list)  # Ray's ids; empty: no GPU device request
+    shm_size: str = "2g"
+    container: Any = None
+    returncode: int | None = None
+    _pump: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        import docker
+
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a") as fh:
+            fh.write(f"$ docker run {self.image} " + " ".join(self.argv) + "\n")
+        c = client()
+        requests = []
+        if self.gpu_ids:
+            requests = [docker.types.DeviceRequest(device_ids=list(self.gpu_ids), capabilities=[["gpu"]])]
+        try:
+            self.container = c.containers.run(
+                self.image,
+                command=self.argv,
+                detach=True,
+                environment=self.env,
+                ports={f"{CONTAINER_PORT}/tcp": ("127.0.0.1", self.port)},
+                volumes={p: {"bind": p, "mode": "ro"} for p in self.mounts},
+                device_requests=requests,
+                shm_size=self.shm_size,
+                labels={**self.labels, LABEL_OWNER: owner_label()},
+                name=f"vmatrix-{self.labels.get(LABEL_CELL, 'engine')[:12]}-{self.port}",
+                ipc_mode="private",
+            )
+        except docker.errors.APIError as exc:
+            # Recorded as the engine's failure to start, in the daemon's words.
+            with self.log_path.open("a") as fh:
+                fh.write(f"DockerError: {exc.explanation or exc}\n")
+            self.container = None
+            return
+        self._pump = threading.Thread(target=self._copy_logs, daemon=True)
+        self._pump.start()
+
+    def _copy_logs(self) -> None:
+        # Followed log stream -> the cell's log file, so signature() reads it like the local one.
+        try:
+            with self.log_path.open("ab") as fh:
+                for chunk in self.container.logs(stream=True, follow=True):
+                    fh.write(chunk)
+                    fh.flush()
+        except Exception:  # noqa: BLE001 - the container went away: the stream ends
+            pass
+
+    def _refresh(self) -> str:
+        try:
+            self.container.reload()
+        except Exception:  # noqa: BLE001 - removed under us
+            return "removed"
+        state = self.container.attrs.get("State", {})
+        if state.get("Status") in ("exited", "dead"):
+            code = state.get("ExitCode")
+            # 128+N is how a container reports death by signal N; say it like Popen does.
+            self.returncode = -(code - 128) if code is not None and code > 128 else code
+        return state.get("Status", "unknown")
+
+    def alive(self) -> bool:
+        return self.container is not None and self._refresh() in ("created", "running", "restarting")
+
+    def wait_ready(self, timeout_s: float, companions: tuple[Any, ...] = ()) -> str:
+        """'ready', 'exited', 'companion_exited' (a sidecar it needs died) or 'timeout'."""
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=5) as http:
+            while time.monotonic() < deadline:
+                if not self.alive():
+                    self._drain()
+                    return "exited"
+                if not all(c.alive() for c in companions):
+                    return "companion_exited"
+                try:
+                    if http.get(f"{self.base_url}/health").status_code == 200:
+                        return "ready"
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.5)
+        return "timeout"
+
+    def _drain(self) -> None:
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+
+    def stop(self, grace_s: float = 15) -> None:
+        if self.container is None:
+            return
+        try:
+            if self._refresh() == "running":
+                self.container.stop(timeout=int(grace_s))
+            self._refresh()
+            self._drain()
+        except Exception:  # noqa: BLE001 - whatever happened, the container must go
+            pass
+        finally:
+            try:
+                self.container.remove(force=True)
+            except Exception:  # noqa: BLE001 - already removed
+                pass
+
+    def signature(self) -> str | None:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return error_signature(text, self.returncode)
