@@ -452,6 +452,7 @@ class SweepInfo:
     spec_path: str
     created_at: float
     finished_at: float | None
+    spec_text: str = ""  # the matrix file as it was when the sweep ran
 
 
 def sweep_info(store: Store, sweep_id: int) -> SweepInfo:
@@ -459,7 +460,14 @@ def sweep_info(store: Store, sweep_id: int) -> SweepInfo:
         sweep = session.get(Sweep, sweep_id)
         if sweep is None:
             raise LookupError(f"no sweep {sweep_id}")
-        return SweepInfo(sweep.id, sweep.name, sweep.spec_path, sweep.created_at, sweep.finished_at)
+        return SweepInfo(sweep.id, sweep.name, sweep.spec_path, sweep.created_at, sweep.finished_at, sweep.spec_text)
+
+
+def sweep_runs(store: Store, sweep_id: int) -> list[tuple[int, str, str]]:
+    """(run id, cell id, status) of every run recorded by one sweep, oldest first."""
+    with store.session() as session:
+        return [tuple(r) for r in session.execute(  # type: ignore[misc]
+            select(Run.id, Run.cell_id, Run.status).where(Run.sweep_id == sweep_id).order_by(Run.id))]
 
 
 @dataclass(frozen=True)

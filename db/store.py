@@ -143,6 +143,10 @@ class Store:
                 role = "control" if cell.is_control else "cell"
                 session.add(SweepCell(sweep_id=sweep_id, cell_id=cell.id, role=role))
 
+    def run(self, run_id: int) -> Run:
+        with self.session() as session:
+            return session.get_one(Run, run_id)
+
     def latest_run(self, cell_id: str) -> Run | None:
         with self.session() as session:
             return session.scalars(

@@ -14,6 +14,7 @@ from jobs.traces import TraceError
 from orchestrator.cli_bisect import bisect
 from orchestrator.cli_common import DbOpt, console, fail, open_store
 from orchestrator.cli_noise import results_noise
+from orchestrator.cli_regrade import results_regrade
 from orchestrator.cli_images import images_app
 from orchestrator.cli_results import report, results_extra
 from orchestrator.cli_traces import traces_app
@@ -33,6 +34,7 @@ app.add_typer(traces_app, name="traces")
 app.add_typer(images_app, name="images")
 results_app.registered_commands.extend(results_extra.registered_commands)  # compare, export, diff
 results_app.command("noise")(results_noise)
+results_app.command("regrade")(results_regrade)
 app.command("report")(report)
 app.command("bisect")(bisect)
 

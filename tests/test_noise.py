@@ -61,3 +61,39 @@ def test_noise_command_reads_the_latest_two_runs(tmp_path: Path) -> None:
     Store.open(empty).close()
     out = CliRunner().invoke(app, ["results", "noise", "--db", str(empty)])
     assert out.exit_code == 2 and "no cell has two successful runs" in out.output
+
+
+def test_regrade_appends_new_grades_and_keeps_the_old(tmp_path: Path) -> None:
+    """Hand-built transcripts in a real results DB: a control and a cell that
+    diverges confidently; regrading appends a grade, the first one stays."""
+    from db.queries import show_cell
+    from orchestrator.cells import Grade
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    text = (f"name: n\nengines: [{{vllm: '0.32.0'}}]\nmodel: {{path: {tmp_path / 'm'}}}\n"
+            "axes: {prefix_caching: [false, true]}\n")
+    plan = expand(parse_spec(text, "m.yaml"))
+    control, cell = plan.cells
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    sweep = store.create_sweep("n", "m.yaml", text)
+    now = time.time()
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    store.record_run(sweep, RunOutcome(control.id, "ok", now, now + 1, transcript=EARLIER))
+    bad = Transcript([rec("a/0", [1, 5, 5], [-0.1, -3.0, -3.0], [2.0, 2.0, 2.0]), *EARLIER.requests[1:]])
+    run_id = store.record_run(sweep, RunOutcome(cell.id, "ok", now, now + 1, transcript=bad))
+    store.record_grade(run_id, Grade("ungraded", "stale grade from an older grader"))
+    store.close()
+
+    out = CliRunner().invoke(app, ["results", "regrade", str(sweep), "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    store = Store.open(db)
+    [run] = show_cell(store, cell.id).runs
+    assert [g.verdict for g in run.grades] == ["corrupt", "ungraded"]  # newest first, old one kept
+    first = run.grades[0].evidence["first"]
+    assert (first["session"], first["token_index"]) == ("a", 1)
+
+    out = CliRunner().invoke(app, ["results", "regrade", "99", "--db", str(db)])
+    assert out.exit_code == 2 and "no sweep 99" in out.output

@@ -1,0 +1,58 @@
+"""``vmatrix results regrade SWEEP``: grade a sweep's recorded runs again, no engine started.
+
+When the grader learns something (a symptom detector, a better rule for tie flips),
+the runs already recorded can be judged by it. New grades are appended: the old
+ones stay on record, and every query reads a run's newest grade.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli_common import DbOpt, console, fail, open_store
+
+
+def results_regrade(
+    sweep: Annotated[int, typer.Argument(help="The sweep whose runs are graded again.")],
+    db: DbOpt = None,
+) -> None:
+    """Grade SWEEP's runs again with the current grader and the sweep's own grading settings."""
+    from db.queries import sweep_info, sweep_runs
+    from orchestrator.canary import CanaryError
+    from orchestrator.cells import RunOutcome
+    from orchestrator.matrix import expand
+    from orchestrator.scheduler import grade_cell
+    from orchestrator.spec import SpecError, parse_spec
+
+    store = open_store(db)
+    try:
+        info = sweep_info(store, sweep)
+    except LookupError as exc:
+        fail(f"--sweep: {exc}")
+    try:
+        plan = expand(parse_spec(info.spec_text, info.spec_path), info.spec_path)
+    except (SpecError, CanaryError) as exc:
+        fail(f"sweep {sweep}: its matrix no longer expands here: {exc}")
+    cells = {c.id: c for c in plan.cells}
+    table = Table(title=f"sweep {sweep} regraded (new grades appended)")
+    for col in ("run", "cell", "engine", "before", "after", "summary"):
+        table.add_column(col)
+    regraded = 0
+    for run_id, cell_id, status in sweep_runs(store, sweep):
+        cell = cells.get(cell_id)
+        if cell is None or cell.is_control or status != "ok":
+            continue
+        old = store.latest_grade(run_id)
+        run = store.run(run_id)
+        outcome = RunOutcome(cell_id, status, run.started_at, run.finished_at, transcript=store.transcript_for(run_id))
+        grade = grade_cell(store, cell, outcome, plan.spec.grading, sweep)
+        store.record_grade(run_id, grade)
+        regraded += 1
+        table.add_row(str(run_id), cell_id[:8], cell.engine.label, old.verdict if old else "-", grade.verdict,
+                      grade.summary)
+    if not regraded:
+        fail(f"sweep {sweep} has no successful non-control runs to grade (or its cells no longer match this matrix)")
+    console.print(table)
