@@ -33,7 +33,7 @@ from jobs.workload import build_workload
 from orchestrator import lmcache
 from orchestrator.cells import Cell, RunOutcome
 from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
-from orchestrator.runtimes.local import CELL_ENV, EngineProcess, EnvBuildError, ensure_env, free_port
+from orchestrator.runtimes.local import CELL_ENV, OWNER_ENV, EngineProcess, EnvBuildError, ensure_env, free_port
 from orchestrator.spec import ImageOptions, Timeouts, WorkloadSpec
 
 Report = Callable[[str, str], None]  # (cell_id, phase)
@@ -44,6 +44,9 @@ class Runtime:
     kind: Literal["local", "docker"] = "local"
     images: ImageOptions | None = None  # docker: how images are built
     sweep: str = ""  # docker: the sweep id, as a container label
+    # host:pid of the sweep's driver: engines and containers carry it, so the next
+    # sweep's reaper can tell when their orchestrator was killed.
+    owner: str = ""
 
 
 def _gpu_ids(cell: Cell) -> list[str]:
@@ -69,19 +72,21 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
     Raises EnvBuildError when the environment cannot be built.
     """
     env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
+    if runtime.owner:
+        env_vars[OWNER_ENV] = runtime.owner
     port = free_port()
     if runtime.kind == "docker":
         if cell.knobs.get("lmcache_connector"):
             raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
-        from orchestrator.runtimes.docker import (CONTAINER_PORT, LABEL_CELL, LABEL_SWEEP, EngineContainer,
-                                                  ensure_image, reap_containers)
+        from orchestrator.runtimes.docker import (CONTAINER_PORT, LABEL_CELL, LABEL_OWNER, LABEL_SWEEP,
+                                                  EngineContainer, ensure_image, reap_containers)
 
         reap_containers()  # containers of a killed attempt of this (or any) cell on this host
         image = ensure_image(cell.engine, runtime.images, log_dir / f"image-{cell.engine.env_id}.log")
         argv = engine_argv(image.python, cell.engine, cell.knobs, cell.model.path, CONTAINER_PORT, host="0.0.0.0")
         engine = EngineContainer(
             image=image.tag, argv=argv, env=env_vars, log_path=engine_log, port=port,
-            labels={LABEL_SWEEP: runtime.sweep, LABEL_CELL: cell.id},
+            labels={LABEL_SWEEP: runtime.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: runtime.owner} if runtime.owner else {}),
             mounts=[cell.model.path, *_hf_cache()],
             # CPU engines take no device request, even when Ray hands out logical GPUs.
             gpu_ids=gpu_ids if cell.engine.accelerator == "cuda" else [],
@@ -133,6 +138,8 @@ def run_cell(
     sidecar = None
     if lmc is not None and lmc.sidecar is not None:
         process_env = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
+        if runtime.owner:
+            process_env[OWNER_ENV] = runtime.owner
         sidecar = EngineProcess(argv=lmc.sidecar.argv, env=process_env, log_path=log_dir / f"{cell.id}-{stamp}.lmcache.log",
                                 port=lmc.sidecar.http_port, health_path="/healthcheck")
     companions = (sidecar,) if sidecar else ()

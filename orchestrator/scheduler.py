@@ -36,7 +36,7 @@ from orchestrator.cells import Cell, Grade, RunOutcome
 from orchestrator.geometry import violations
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import Runtime, run_cell
-from orchestrator.runtimes.local import ensure_env, reap_orphans
+from orchestrator.runtimes.local import ensure_env, owner_id, reap_orphans
 from orchestrator.spec import Grading, Timeouts
 
 FINAL = ("ok", "startup_failed", "crashed", "timeout", "invalid")
@@ -323,7 +323,7 @@ def run_sweep(
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     board = _Board.options(scheduling_strategy=here).remote()
     task = ray.remote(_task)
-    rt = Runtime(kind=kind, images=plan.spec.images, sweep=str(sweep_id))  # type: ignore[arg-type]
+    rt = Runtime(kind=kind, images=plan.spec.images, sweep=str(sweep_id), owner=owner_id())  # type: ignore[arg-type]
     attempts: dict[str, list[dict[str, object]]] = {}
     pending: dict[ray.ObjectRef, Cell] = {}
     control_refs: dict[str, list[ray.ObjectRef]] = {}

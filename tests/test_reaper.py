@@ -26,3 +26,24 @@ def test_orphaned_engine_children_are_killed_and_owned_ones_kept() -> None:
         for p in (orphan, owned):
             p.kill()
             p.wait()
+
+
+def test_owner_is_host_and_pid_and_other_hosts_are_left_alone() -> None:
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    here = socket.gethostname()
+    orphan = subprocess.Popen(sleeper, env={**os.environ, OWNER_ENV: f"{here}:{dead.pid}"})
+    # The same pid on another host says nothing about this one: a driver elsewhere.
+    remote = subprocess.Popen(sleeper, env={**os.environ, OWNER_ENV: f"elsewhere-{here}:{dead.pid}"})
+    try:
+        time.sleep(0.2)
+        killed = reap_orphans()
+        assert orphan.pid in killed and remote.pid not in killed
+        assert remote.poll() is None
+    finally:
+        for p in (orphan, remote):
+            p.kill()
+            p.wait()

@@ -141,7 +141,7 @@ class EngineContainer:
                 volumes={p: {"bind": p, "mode": "ro"} for p in self.mounts},
                 device_requests=requests,
                 shm_size=self.shm_size,
-                labels={**self.labels, LABEL_OWNER: owner_label()},
+                labels={LABEL_OWNER: owner_label(), **self.labels},
                 name=f"vmatrix-{self.labels.get(LABEL_CELL, 'engine')[:12]}-{self.port}",
                 ipc_mode="private",
             )

@@ -274,13 +274,21 @@ OWNER_ENV = "VMATRIX_ENGINE_OWNER"
 CELL_ENV = "VMATRIX_CELL"  # which cell an engine process serves: for the reaper's and tests' eyes
 
 
-def reap_orphans() -> list[int]:
-    """Kill engine processes whose owner (the process that started them) is gone.
+def owner_id() -> str:
+    """``host:pid`` of this process, as engines and containers are tagged with it."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
-    Engines are tagged with their owner's pid in the environment. Parent-death
-    signals reach only the engine's leader; vLLM's engine-core and worker children
-    survive a SIGKILLed orchestrator, holding cores and memory. Returns killed pids.
+
+def reap_orphans() -> list[int]:
+    """Kill engine processes whose owner (the orchestrator that ran their sweep) is gone.
+
+    Engines are tagged with their owner's ``host:pid`` in the environment: the
+    sweep's driver, not the Ray worker that started them, which a killed driver's
+    cluster may keep alive for a while. Parent-death signals reach only the engine's
+    leader; vLLM's engine-core and worker children survive a SIGKILLed orchestrator,
+    holding cores and memory. Owners on other hosts are left alone. Returns killed pids.
     """
+    host = socket.gethostname()
     killed = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -289,8 +297,11 @@ def reap_orphans() -> list[int]:
             env = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        owner = next((e.split(b"=", 1)[1] for e in env if e.startswith(OWNER_ENV.encode() + b"=")), None)
-        if owner is None or Path(f"/proc/{int(owner)}").exists():
+        owner = next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(OWNER_ENV.encode() + b"=")), None)
+        if owner is None:
+            continue
+        owner_host, _, pid = owner.rpartition(":")  # older tags hold a bare pid
+        if (owner_host and owner_host != host) or not pid.isdigit() or Path(f"/proc/{pid}").exists():
             continue
         try:
             os.kill(int(proc.name), signal.SIGKILL)
@@ -304,7 +315,8 @@ def _engine_environ(extra: dict[str, str]) -> dict[str, str]:
     # PYTHONPATH belongs to the orchestrator (an offline host puts vmatrix's own
     # dependencies there); in the engine it would shadow the venv's packages.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return env | extra | {OWNER_ENV: str(os.getpid())}
+    # The sweep passes its driver as the owner; an engine started outside a sweep is its starter's.
+    return env | {OWNER_ENV: owner_id()} | extra
 
 
 def free_port() -> int:
