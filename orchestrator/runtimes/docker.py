@@ -14,18 +14,16 @@ import hashlib
 import os
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 from filelock import FileLock
 
 from images.build import BuiltImage, ImageBuildError, ImageOptions, build_image, client, image_packages
 from images.recipe import EngineRecipe, patch_files
 from orchestrator.paths import cache_dir
-from orchestrator.runtimes.local import EnvBuildError
+from orchestrator.runtimes.local import EnvBuildError, wait_healthy
 from orchestrator.runtimes.signature import error_signature
 
 LABEL_SWEEP = "vmatrix.sweep"
@@ -181,21 +179,10 @@ class EngineContainer:
 
     def wait_ready(self, timeout_s: float, companions: tuple[Any, ...] = ()) -> str:
         """'ready', 'exited', 'companion_exited' (a sidecar it needs died) or 'timeout'."""
-        deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=5) as http:
-            while time.monotonic() < deadline:
-                if not self.alive():
-                    self._drain()
-                    return "exited"
-                if not all(c.alive() for c in companions):
-                    return "companion_exited"
-                try:
-                    if http.get(f"{self.base_url}/health").status_code == 200:
-                        return "ready"
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.5)
-        return "timeout"
+        state = wait_healthy(f"{self.base_url}/health", self.alive, companions, timeout_s)
+        if state == "exited":
+            self._drain()  # the container's last log lines carry its signature
+        return state
 
     def _drain(self) -> None:
         if self._pump is not None:

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -319,6 +320,25 @@ def _engine_environ(extra: dict[str, str]) -> dict[str, str]:
     return env | {OWNER_ENV: owner_id()} | extra
 
 
+def wait_healthy(url: str, alive: Callable[[], bool], companions: tuple[Any, ...], timeout_s: float) -> str:
+    """Poll ``url`` until it answers 200: 'ready', 'exited' (``alive()`` went false),
+    'companion_exited' (a sidecar it needs died) or 'timeout'. Shared by every runtime's engine."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=5) as client:
+        while time.monotonic() < deadline:
+            if not alive():
+                return "exited"
+            if not all(c.alive() for c in companions):
+                return "companion_exited"
+            try:
+                if client.get(url).status_code == 200:
+                    return "ready"
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+    return "timeout"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -373,20 +393,7 @@ class EngineProcess:
 
     def wait_ready(self, timeout_s: float, companions: tuple[EngineProcess, ...] = ()) -> str:
         """'ready', 'exited', 'companion_exited' (a sidecar it needs died) or 'timeout'."""
-        deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=5) as client:
-            while time.monotonic() < deadline:
-                if not self.alive():
-                    return "exited"
-                if not all(c.alive() for c in companions):
-                    return "companion_exited"
-                try:
-                    if client.get(f"{self.base_url}{self.health_path}").status_code == 200:
-                        return "ready"
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.5)
-        return "timeout"
+        return wait_healthy(f"{self.base_url}{self.health_path}", self.alive, companions, timeout_s)
 
     def stop(self, grace_s: float = 15) -> None:
         if self.proc is not None and self.proc.poll() is None:
