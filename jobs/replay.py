@@ -24,6 +24,7 @@ lines itself for the same reason. VMATRIX_REPLAY_TRANSPORT=httpx (or
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import time
@@ -87,7 +88,7 @@ async def send(
     t0 = time.perf_counter()
     text: list[str] = []
     try:
-        async with client.stream("POST", f"{base_url}/v1/chat/completions", content=content, headers=_JSON) as resp:
+        async with client.stream("POST", _chat_url(base_url), content=content, headers=_JSON) as resp:
             if resp.status_code != 200:
                 detail = (await resp.aread()).decode(errors="replace")[:500]
                 rec.error = f"HTTP {resp.status_code}: {_error_message(detail)}"
@@ -119,6 +120,12 @@ async def send(
 
 
 _JSON = {"content-type": "application/json"}
+
+
+@functools.lru_cache(maxsize=64)
+def _chat_url(base_url: str) -> httpx.URL:
+    # Parsed once: httpx's URL parsing was a tenth of the client's CPU per request.
+    return httpx.URL(f"{base_url}/v1/chat/completions")
 
 
 def _error_message(body: str) -> str:
