@@ -22,6 +22,9 @@ medians reported, load average noted because this machine is shared):
   difference is everything the client does per request: building and encoding the
   body, httpx and its transport, SSE line splitting, JSON parsing of every chunk.
 
+- h11: the CPU that h11 alone would spend framing one request and its stub
+  answer (no sockets): why jobs/transport.py frames HTTP/1.1 itself.
+
 Before measuring, ``send`` over both transports must record the same thing for a
 normal stream, an HTTP 500, an error event and a dropped connection.
 Loopback only, bounded request counts, a hard ``--max-seconds`` on the whole run.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import platform
@@ -258,6 +262,35 @@ async def same_records(s: Setup) -> None:
                 raise RuntimeError(f"{name} records differently from send for model {model}: {strip(rec)} != {ref}")
 
 
+def h11_framing(s: Setup, n: int = 2000) -> float:
+    """CPU ms per request that h11 alone would cost to frame one request and its stub answer.
+
+    Why the lean transport parses HTTP itself: measured, not assumed.
+    """
+    import h11
+
+    spec = importlib.util.spec_from_file_location("stub_stream_server", ROOT / "benchmarks" / "stub_stream_server.py")
+    assert spec and spec.loader
+    stub = sys.modules["stub_stream_server"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+    spec.loader.exec_module(stub)
+    wire = (stub._SSE_HEAD + b"".join(stub.StubServer().token_events(s.max_tokens, s.top_logprobs, MODEL))
+            + stub._DONE + b"0\r\n\r\n")
+    body = _body(s.requests[-1], s.max_tokens, s.top_logprobs)
+    head = h11.Request(method="POST", target="/v1/chat/completions",
+                       headers=[("host", "127.0.0.1"), ("content-type", "application/json"),
+                                ("content-length", str(len(body)))])
+    c0 = time.process_time()
+    for _ in range(n):
+        conn = h11.Connection(h11.CLIENT)
+        conn.send(head)
+        conn.send(h11.Data(data=body))
+        conn.send(h11.EndOfMessage())
+        conn.receive_data(wire)
+        while not isinstance(event := conn.next_event(), h11.EndOfMessage) and event is not h11.NEED_DATA:
+            pass
+    return 1000 * (time.process_time() - c0) / n
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -265,7 +298,7 @@ def pct(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------- driver
 
-ALL = ("send", "send_httpx", "replay", "raw", "latency")
+ALL = ("send", "send_httpx", "replay", "raw", "latency", "h11")
 
 
 def main() -> None:
@@ -321,6 +354,8 @@ def main() -> None:
                 r = await throughput_raw(setup, args.requests, args.concurrency)
                 record("raw client req/s", r.per_s)
                 record("raw client CPU ms/req", r.cpu_ms)
+            if "h11" in only:
+                record("h11 framing alone CPU ms/req", h11_framing(setup))
             if "latency" in only:
                 t = await latency(setup, KINDS, args.latency_requests)
                 record("raw e2e p50 ms", 1000 * pct(t["raw"], 0.5))
