@@ -102,11 +102,12 @@ async def send(
                 lines = (pending + data if pending else data).split(b"\n")
                 pending = lines.pop()
                 for line in lines:
-                    if line.startswith(b"data: ") and (chunk := line[6:].rstrip(b"\r")) != b"[DONE]":
-                        # str, not bytes: json skips guessing the encoding
-                        if not apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, t0):
-                            stop = True
-                            break
+                    if not line.startswith(b"data: ") or (chunk := line[6:].rstrip(b"\r")) == b"[DONE]":
+                        continue
+                    # str, not bytes: json skips guessing the encoding
+                    if not apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, t0):
+                        stop = True
+                        break
                 if stop:
                     break
             else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Awaitable, Callable
+from typing import Self
 
 import httpx
 import pytest
@@ -34,7 +35,7 @@ class Server:
         self.bodies: list[bytes] = []
         self._server: asyncio.AbstractServer | None = None
 
-    async def __aenter__(self) -> Server:
+    async def __aenter__(self) -> Self:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
 
@@ -248,9 +249,8 @@ def test_silent_server_is_httpx_read_timeout(stall: str) -> None:
         return False
 
     async def go() -> None:
-        async with Server(handler) as s, client(read=0.2) as c:
-            async with c.stream("GET", s.url) as r:
-                await r.aread()
+        async with Server(handler) as s, client(read=0.2) as c, c.stream("GET", s.url) as r:
+            await r.aread()
 
     with pytest.raises(httpx.ReadTimeout):
         run(go())
