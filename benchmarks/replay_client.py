@@ -9,8 +9,10 @@ recorded-format vLLM chat-completion stream, NOT an engine; it answers at once,
 so what is measured is the client. Measurements (each ``--repeats`` times,
 medians reported, load average noted because this machine is shared):
 
-- throughput: ``--requests`` requests through ``jobs.replay.send`` on one
-  AsyncClient with ``replay``'s connection limits, ``--concurrency`` in flight;
+- throughput: ``--requests`` requests through ``jobs.replay.send`` on the
+  AsyncClient ``replay()`` makes, ``--concurrency`` in flight, over each of its
+  transports: ``send`` = the lean one (jobs/transport.py, the default),
+  ``send_httpx`` = httpx's own (httpcore + h11, VMATRIX_REPLAY_TRANSPORT=httpx);
   the same through ``replay()`` over a Workload of phases of ``--concurrency``
   requests (adds a ``/metrics`` scrape per phase); and the same load through a
   raw asyncio client that writes pre-encoded requests and reads to the last
@@ -18,10 +20,13 @@ medians reported, load average noted because this machine is shared):
 - added latency: at concurrency 1, per-request wall time of ``send`` minus that
   of the raw client (same request, same stub, interleaved), p50 and p99. That
   difference is everything the client does per request: building and encoding the
-  body, httpx/httpcore, SSE line splitting, JSON parsing of every chunk.
+  body, httpx and its transport, SSE line splitting, JSON parsing of every chunk.
 
-Also measures ``lean_send``: a prototype of the fix proposed for jobs/replay.py
-(same RequestRecord, see its docstring), so the write-up can say what the fix buys.
+- h11: the CPU that h11 alone would spend framing one request and its stub
+  answer (no sockets): why jobs/transport.py frames HTTP/1.1 itself.
+
+Before measuring, ``send`` over both transports must record the same thing for a
+normal stream, an HTTP 500, an error event and a dropped connection.
 Loopback only, bounded request counts, a hard ``--max-seconds`` on the whole run.
 """
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import platform
@@ -46,7 +52,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.records import RequestRecord
-from jobs.replay import _error_message, apply_chunk, replay, send
+from jobs.replay import _client, replay, send
 from jobs.traces import synth_trace, trace_to_workload
 from jobs.workload import ReplayRequest, Workload
 
@@ -119,194 +125,6 @@ def _body(req: ReplayRequest, max_tokens: int, top_logprobs: int, model: str = M
     }).encode()
 
 
-async def lean_send(
-    client: httpx.AsyncClient, base_url: str, model: str, req: ReplayRequest, max_tokens: int, top_logprobs: int
-) -> RequestRecord:
-    """Prototype of the proposed jobs/replay.py ``send``: same body, same RequestRecord.
-
-    Differences: the body is encoded once here and passed as ``content=`` bytes;
-    the stream is read with ``aiter_raw()`` and split on the SSE event separator
-    by hand (no per-line text decoding and line splitting in httpx's LineDecoder);
-    a chunk's ``top_logprobs`` margin takes max and second max without sorting.
-    """
-    rec = RequestRecord(key=req.key, session=req.session, turn=req.turn, phase=req.phase)
-    content = _body(req, max_tokens, top_logprobs, model)
-    t0 = time.perf_counter()
-    text: list[str] = []
-    loads = json.loads
-    try:
-        async with client.stream("POST", f"{base_url}/v1/chat/completions", content=content,
-                                 headers={"content-type": "application/json"}) as resp:
-            if resp.status_code != 200:
-                detail = (await resp.aread()).decode(errors="replace")[:500]
-                rec.error = f"HTTP {resp.status_code}: {_error_message(detail)}"
-                rec.e2e_s = time.perf_counter() - t0
-                return rec
-            pending = b""
-            done = False
-            async for raw in resp.aiter_raw():
-                events = (pending + raw).split(b"\n\n")
-                pending = events.pop()
-                for event in events:
-                    if not event.startswith(b"data: ") or event == b"data: [DONE]":
-                        continue
-                    if not apply_chunk(rec, loads(event[6:]), text, t0):
-                        done = True
-                        break
-                if done:
-                    break
-    except httpx.HTTPError as exc:
-        rec.error = f"{type(exc).__name__}: {exc}"
-    rec.text = "".join(text)
-    rec.e2e_s = time.perf_counter() - t0
-    return rec
-
-
-class MiniPool:
-    """Prototype of the proposed transport: keep-alive HTTP/1.1 over asyncio streams.
-
-    Plain ``http://`` only (engines under test listen on loopback or a private
-    network), requests of one shape (POST JSON, streamed chunked or sized answer).
-    A connection goes back to the pool only after its response was read to the
-    end; on any error it is closed. ``timeout_s`` bounds each wait for bytes, like
-    httpx's read timeout.
-    """
-
-    def __init__(self, base_url: str, max_connections: int = 256, timeout_s: float = 600) -> None:
-        url = httpx.URL(base_url)
-        if url.scheme != "http":
-            raise ValueError("MiniPool speaks plain http:// only")
-        self.host, self.port = url.host, url.port or 80
-        self.host_header = f"{self.host}:{self.port}".encode()
-        self.timeout_s = timeout_s
-        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-        self._slots = asyncio.Semaphore(max_connections)
-
-    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.wait_for(asyncio.open_connection(self.host, self.port), self.timeout_s)
-
-    async def post_stream(self, path: str, body: bytes, on_data: Callable[[bytes], bool]) -> tuple[int, bytes]:
-        """POST ``body``; feed each piece of a 200 answer's body to ``on_data`` (True = stop).
-
-        Returns (status, body of a non-200 answer).
-        """
-        request = (b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\naccept: */*\r\n"
-                   b"content-length: %d\r\n\r\n%s" % (path.encode(), self.host_header, len(body), body))
-        loop = asyncio.get_running_loop()
-        async with self._slots, asyncio.timeout(self.timeout_s) as deadline:
-            # One timer for the whole answer, pushed back as bytes arrive: a read
-            # timeout like httpx's, without a timer (or task) per read.
-            last = loop.time()
-
-            def alive() -> None:
-                nonlocal last
-                now = loop.time()
-                if now - last > 1.0:
-                    deadline.reschedule(now + self.timeout_s)
-                    last = now
-
-            reused = bool(self._idle)
-            reader, writer = self._idle.pop() if reused else await self._open()
-            reusable = False
-            try:
-                writer.write(request)  # head and body in one send
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError:
-                    if not reused:
-                        raise
-                    writer.close()  # the server had closed this idle connection: once more on a new one
-                    reader, writer = await self._open()
-                    writer.write(request)
-                    head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                status = int(lines[0].split(" ", 2)[1])
-                headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
-                keep = headers.get("connection", "").lower() != "close"
-                collected = bytearray()
-                stop = False
-                if "chunked" in headers.get("transfer-encoding", "").lower():
-                    while True:
-                        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-                        data = await reader.readexactly(size + 2)
-                        alive()
-                        if size == 0:
-                            break
-                        if status != 200:
-                            collected += data[:-2]
-                        elif on_data(data[:-2]):
-                            stop = True
-                            break
-                else:
-                    if "content-length" in headers:
-                        collected += await reader.readexactly(int(headers["content-length"]))
-                    else:
-                        collected += await reader.read()
-                        keep = False
-                    if status == 200:
-                        on_data(bytes(collected))
-                reusable = keep and not stop
-                return status, bytes(collected)
-            finally:
-                if reusable:
-                    self._idle.append((reader, writer))
-                else:
-                    writer.close()
-
-    async def get_text(self, path: str) -> str:
-        async with self._slots:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
-            try:
-                writer.write(b"GET %s HTTP/1.1\r\nhost: %s\r\nconnection: close\r\n\r\n" % (path.encode(), self.host_header))
-                data = await asyncio.wait_for(reader.read(), self.timeout_s)
-                return data.split(b"\r\n\r\n", 1)[1].decode()
-            finally:
-                writer.close()
-
-    async def aclose(self) -> None:
-        for _, writer in self._idle:
-            writer.close()
-        self._idle.clear()
-
-
-async def mini_send(
-    pool: MiniPool, base_url: str, model: str, req: ReplayRequest, max_tokens: int, top_logprobs: int
-) -> RequestRecord:
-    """Prototype: ``send`` over MiniPool, the same body and the same RequestRecord."""
-    rec = RequestRecord(key=req.key, session=req.session, turn=req.turn, phase=req.phase)
-    text: list[str] = []
-    pending = b""
-    loads = json.loads
-    t0 = time.perf_counter()
-
-    def on_data(data: bytes) -> bool:
-        nonlocal pending
-        events = (pending + data).split(b"\n\n") if pending else data.split(b"\n\n")
-        pending = events.pop()
-        for event in events:
-            if not event.startswith(b"data: ") or event == b"data: [DONE]":
-                continue
-            if not apply_chunk(rec, loads(event[6:].decode()), text, t0):  # str: skips encoding detection
-                return True
-        return False
-
-    try:
-        status, detail = await pool.post_stream("/v1/chat/completions", _body(req, max_tokens, top_logprobs, model),
-                                                on_data)
-        if status != 200:
-            rec.error = f"HTTP {status}: {_error_message(detail.decode(errors='replace')[:500])}"
-    except asyncio.IncompleteReadError:
-        # httpx's words for the same event, so crash signatures stay the same.
-        rec.error = "RemoteProtocolError: peer closed connection without sending complete message body (incomplete chunked read)"
-    except TimeoutError:  # before OSError, its base class
-        rec.error = f"ReadTimeout: no bytes from the server for {pool.timeout_s:g} s"
-    except (OSError, asyncio.LimitOverrunError, ValueError, IndexError) as exc:
-        rec.error = f"{type(exc).__name__}: {exc}"
-    rec.text = "".join(text)
-    rec.e2e_s = time.perf_counter() - t0
-    return rec
-
-
 # ---------------------------------------------------------------- measurements
 
 
@@ -321,21 +139,16 @@ class Setup:
 
 @dataclass(frozen=True)
 class Kind:
-    """A client under test: how to open its connection holder, and its send function."""
+    """A client under test: ``jobs.replay.send`` over one of replay()'s transports."""
 
-    send: Callable[..., Awaitable[RequestRecord]]
-    mini: bool = False
+    transport: str  # "lean" (replay()'s default) or "httpx" (httpx's own httpcore + h11 stack)
+    send: Callable[..., Awaitable[RequestRecord]] = send
 
-    def open(self, s: Setup, concurrency: int) -> httpx.AsyncClient | MiniPool:
-        if self.mini:
-            return MiniPool(s.base_url, max_connections=max(256, concurrency))
-        # replay()'s settings.
-        n = max(256, concurrency)
-        return httpx.AsyncClient(timeout=httpx.Timeout(600),
-                                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
+    def open(self, s: Setup, concurrency: int) -> httpx.AsyncClient:
+        return _client(600, self.transport)  # replay()'s own client: same limits, same transport
 
 
-KINDS = {"send": Kind(send), "lean_send": Kind(lean_send), "mini_send": Kind(mini_send, mini=True)}
+KINDS = {"send": Kind("lean"), "send_httpx": Kind("httpx")}
 
 
 @dataclass
@@ -431,7 +244,7 @@ async def latency(s: Setup, kinds: dict[str, Kind], n: int) -> dict[str, list[fl
 
 
 async def same_records(s: Setup) -> None:
-    """The prototypes must record exactly what ``send`` records, failures included."""
+    """``send`` must record the same over both transports, failures included."""
     for model in (MODEL, "stub-500", "stub-error-chunk", "stub-drop"):
         recs = {}
         for name, kind in KINDS.items():
@@ -449,6 +262,35 @@ async def same_records(s: Setup) -> None:
                 raise RuntimeError(f"{name} records differently from send for model {model}: {strip(rec)} != {ref}")
 
 
+def h11_framing(s: Setup, n: int = 2000) -> float:
+    """CPU ms per request that h11 alone would cost to frame one request and its stub answer.
+
+    Why the lean transport parses HTTP itself: measured, not assumed.
+    """
+    import h11
+
+    spec = importlib.util.spec_from_file_location("stub_stream_server", ROOT / "benchmarks" / "stub_stream_server.py")
+    assert spec and spec.loader
+    stub = sys.modules["stub_stream_server"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+    spec.loader.exec_module(stub)
+    wire = (stub._SSE_HEAD + b"".join(stub.StubServer().token_events(s.max_tokens, s.top_logprobs, MODEL))
+            + stub._DONE + b"0\r\n\r\n")
+    body = _body(s.requests[-1], s.max_tokens, s.top_logprobs)
+    head = h11.Request(method="POST", target="/v1/chat/completions",
+                       headers=[("host", "127.0.0.1"), ("content-type", "application/json"),
+                                ("content-length", str(len(body)))])
+    c0 = time.process_time()
+    for _ in range(n):
+        conn = h11.Connection(h11.CLIENT)
+        conn.send(head)
+        conn.send(h11.Data(data=body))
+        conn.send(h11.EndOfMessage())
+        conn.receive_data(wire)
+        while not isinstance(event := conn.next_event(), h11.EndOfMessage) and event is not h11.NEED_DATA:
+            pass
+    return 1000 * (time.process_time() - c0) / n
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -456,7 +298,7 @@ def pct(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------- driver
 
-ALL = ("send", "lean_send", "mini_send", "replay", "raw", "latency")
+ALL = ("send", "send_httpx", "replay", "raw", "latency", "h11")
 
 
 def main() -> None:
@@ -494,16 +336,16 @@ def main() -> None:
         for k in range(args.repeats):
             print(f"run {k + 1}/{args.repeats} (load average {os.getloadavg()[0]:.2f})", flush=True)
             loads.append(os.getloadavg()[0])
-            for name in ("send", "lean_send", "mini_send"):
+            for name in ("send", "send_httpx"):
                 if name in only:
                     r = await throughput(setup, KINDS[name], args.requests, args.concurrency)
                     record(f"{name} req/s", r.per_s)
                     record(f"{name} CPU ms/req", r.cpu_ms)
-            if "send" in only and args.low_concurrency:
-                # httpcore scans its whole pool on every request start and close: fewer connections, less CPU.
-                r = await throughput(setup, KINDS["send"], args.requests, args.low_concurrency)
-                record(f"send @{args.low_concurrency} req/s", r.per_s)
-                record(f"send @{args.low_concurrency} CPU ms/req", r.cpu_ms)
+                if name in only and args.low_concurrency:
+                    # httpcore scans its whole pool on every request start and close: fewer connections, less CPU.
+                    r = await throughput(setup, KINDS[name], args.requests, args.low_concurrency)
+                    record(f"{name} @{args.low_concurrency} req/s", r.per_s)
+                    record(f"{name} @{args.low_concurrency} CPU ms/req", r.cpu_ms)
             if "replay" in only:
                 r = await throughput_replay(setup, args.requests, args.concurrency)
                 record("replay() req/s", r.per_s)
@@ -512,6 +354,8 @@ def main() -> None:
                 r = await throughput_raw(setup, args.requests, args.concurrency)
                 record("raw client req/s", r.per_s)
                 record("raw client CPU ms/req", r.cpu_ms)
+            if "h11" in only:
+                record("h11 framing alone CPU ms/req", h11_framing(setup))
             if "latency" in only:
                 t = await latency(setup, KINDS, args.latency_requests)
                 record("raw e2e p50 ms", 1000 * pct(t["raw"], 0.5))

@@ -10,12 +10,23 @@ Early abort: given the control's tokens and margins (:class:`ControlReference`),
 replay compares each phase's answers as they arrive, with the grader's own
 :func:`jobs.grade.first_divergence`, and stops sending once enough of them diverge at
 a clear margin; the requests it never sent are listed as skipped.
+
+The client is httpx (``httpx.AsyncClient``, ``client.stream``, httpx's timeouts and
+exceptions) over :class:`jobs.transport.LeanTransport`, a small keep-alive HTTP/1.1
+transport plugged in through httpx's transport interface: httpx's default stack
+(httpcore + h11) spent about ten times the CPU per streamed request and could not
+keep 256 requests in flight at the rate the overhead target asks (docs/BENCHMARKS.md,
+"Replay client overhead"). ``send`` reads the stream's raw bytes and splits the SSE
+lines itself for the same reason. VMATRIX_REPLAY_TRANSPORT=httpx (or
+``replay(transport="httpx")``) puts httpx's default stack back, as a reference.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable
 
@@ -24,6 +35,7 @@ import httpx
 from jobs.grade import first_divergence
 from jobs.metrics import delta, scrape
 from jobs.records import ControlReference, RequestRecord, Transcript
+from jobs.transport import LeanTransport
 from jobs.workload import ReplayRequest, Workload
 
 
@@ -71,25 +83,50 @@ async def send(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()  # what httpx's json= sends
+    loads = json.loads
     t0 = time.perf_counter()
     text: list[str] = []
     try:
-        async with client.stream("POST", f"{base_url}/v1/chat/completions", json=body) as resp:
+        async with client.stream("POST", _chat_url(base_url), content=content, headers=_JSON) as resp:
             if resp.status_code != 200:
                 detail = (await resp.aread()).decode(errors="replace")[:500]
                 rec.error = f"HTTP {resp.status_code}: {_error_message(detail)}"
                 rec.e2e_s = time.perf_counter() - t0
                 return rec
-            async for line in resp.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                if not apply_chunk(rec, json.loads(line[6:]), text, t0):
+            # SSE lines split here from raw bytes, as aiter_lines would (LF or CRLF), without
+            # httpx's per-chunk decoder stack: that was a quarter of the client's CPU.
+            pending = b""
+            stop = False
+            async for data in resp.aiter_raw():
+                lines = (pending + data if pending else data).split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if not line.startswith(b"data: ") or (chunk := line[6:].rstrip(b"\r")) == b"[DONE]":
+                        continue
+                    # str, not bytes: json skips guessing the encoding
+                    if not apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, t0):
+                        stop = True
+                        break
+                if stop:
                     break
+            else:
+                if pending.startswith(b"data: ") and (chunk := pending[6:].rstrip(b"\r")) != b"[DONE]":
+                    apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, t0)  # a last line without its newline
     except httpx.HTTPError as exc:
         rec.error = f"{type(exc).__name__}: {exc}"
     rec.text = "".join(text)
     rec.e2e_s = time.perf_counter() - t0
     return rec
+
+
+_JSON = {"content-type": "application/json"}
+
+
+@functools.lru_cache(maxsize=64)
+def _chat_url(base_url: str) -> httpx.URL:
+    # Parsed once: httpx's URL parsing was a tenth of the client's CPU per request.
+    return httpx.URL(f"{base_url}/v1/chat/completions")
 
 
 def _error_message(body: str) -> str:
@@ -99,6 +136,8 @@ def _error_message(body: str) -> str:
     except (json.JSONDecodeError, AttributeError):
         return body[:300]
 
+
+TRANSPORT_ENV = "VMATRIX_REPLAY_TRANSPORT"
 
 Restart = Callable[[str], Awaitable[bool]]  # (phase just done) -> engine back and ready?
 
@@ -111,6 +150,7 @@ async def replay(
     timeout_s: float = 600,
     restart: Restart | None = None,
     control: ControlReference | None = None,
+    transport: str | None = None,
 ) -> Transcript:
     """Run every phase in order; stop after a phase in which the engine went away, or
     (with ``control``) once ``control.abort_after`` requests diverged confidently.
@@ -121,6 +161,9 @@ async def replay(
     back (False), the replay stops there. Requests sent after a restart carry the
     number of restarts before them. Without ``restart``, restart points are refused:
     skipping them would grade a different experiment.
+
+    ``transport`` picks the connection layer (:func:`replay_transport`; default: the
+    lean one of jobs/transport.py, or VMATRIX_REPLAY_TRANSPORT).
 
     Raises nothing for engine failures: failed requests carry ``error`` and the
     caller decides (with the process state) whether the engine crashed.
@@ -134,7 +177,7 @@ async def replay(
     diverged = 0
     phases = list(workload.phases)
     # One client per engine life: connections to a stopped engine are dead.
-    client = _client(timeout_s)
+    client = _client(timeout_s, transport)
     try:
         for n, (phase, requests) in enumerate(phases):
             if control is not None and diverged >= control.abort_after:
@@ -164,7 +207,7 @@ async def replay(
                 if on_phase:
                     on_phase(f"restarting after {phase}")
                 await client.aclose()
-                client = _client(timeout_s)
+                client = _client(timeout_s, transport)
                 if not await restart(phase):
                     break
                 restarts += 1
@@ -173,9 +216,29 @@ async def replay(
     return transcript
 
 
-def _client(timeout_s: float) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits)
+MAX_CONNECTIONS = 256
+
+
+def replay_transport(name: str | None = None) -> httpx.AsyncBaseTransport | None:
+    """The replay's connection layer: ``lean`` (default) or ``httpx`` (httpx's own, None here).
+
+    ``httpx`` (or VMATRIX_REPLAY_TRANSPORT=httpx) exists as a reference: when a cell's
+    requests fail in a way that could be the client's fault, the same replay over
+    httpx's default stack (httpcore + h11, about 10x the CPU per request) says whether
+    the lean transport is to blame. It also brings proxies and HTTP/2 support, should an
+    engine ever sit behind one.
+    """
+    name = name or os.environ.get(TRANSPORT_ENV) or "lean"
+    if name == "lean":
+        return LeanTransport(max_connections=MAX_CONNECTIONS)
+    if name == "httpx":
+        return None
+    raise ValueError(f"{TRANSPORT_ENV}: unknown replay transport {name!r} (lean or httpx)")
+
+
+def _client(timeout_s: float, transport: str | None = None) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits, transport=replay_transport(transport))
 
 
 def confidently_diverged(rec: RequestRecord, control: ControlReference) -> bool:

@@ -15,11 +15,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from jobs.records import ControlReference, RequestRecord, Transcript
-from jobs.replay import replay, send
+from jobs.replay import _client, replay, send
 from jobs.workload import ReplayRequest, Workload
 
 _path = Path(__file__).parent.parent / "benchmarks" / "stub_stream_server.py"
@@ -33,9 +32,16 @@ REQ = ReplayRequest(key="s0/1", session="s0", turn=1, phase="turn-1",
                     messages=(("system", "shared prefix words"), ("user", "q"), ("assistant", "a"), ("user", "next q")))
 
 
+@pytest.fixture(params=["lean", "httpx"], autouse=True)
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs over replay()'s default transport and over httpx's own."""
+    monkeypatch.setenv("VMATRIX_REPLAY_TRANSPORT", request.param)
+    return request.param
+
+
 def _send(model: str, max_tokens: int = 6, top: int = 3, **server: float) -> RequestRecord:
     async def go() -> RequestRecord:
-        async with stub.StubServer(**server) as s, httpx.AsyncClient(timeout=10) as client:
+        async with stub.StubServer(**server) as s, _client(10) as client:
             return await send(client, s.base_url, model, REQ, max_tokens, top)
 
     return asyncio.run(go())
@@ -82,6 +88,7 @@ def test_error_event_mid_stream_keeps_tokens_so_far() -> None:
 def test_connection_dropped_mid_stream_is_an_error() -> None:
     rec = _send("stub-drop")
     assert rec.error is not None and rec.error.startswith("RemoteProtocolError")
+    assert "peer closed connection without sending complete message body" in rec.error  # httpx's words, both ways
     assert len(rec.token_ids) == 2
 
 
