@@ -20,15 +20,16 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from db.models import CellRow, GradeRow, MetricRow, NoiseFloorRow, RequestRow, Run, RunSampleRow, Sweep, SweepCell
 from db.samples import summary_row
-from jobs.grade import NoiseFloor
 from jobs.records import RequestRecord, Transcript
 from orchestrator.cells import Cell, Grade, RunOutcome
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
+    from jobs.grade import NoiseFloor  # the grader (~50 ms to import) is not needed to read results
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(?:[\"']([^\"']+)[\"']|None)\s*$", re.M)
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(?:[\"']([^\"']+)[\"']|None)\s*$", re.MULTILINE)
 
 
 @functools.cache
@@ -43,7 +44,7 @@ def head_revision() -> str | None:
     revisions: set[str] = set()
     parents: set[str] = set()
     for path in (MIGRATIONS / "versions").glob("*.py"):
-        found = dict((m.group(1), m.group(2)) for m in _REVISION_LINE.finditer(path.read_text()))
+        found = {m.group(1): m.group(2) for m in _REVISION_LINE.finditer(path.read_text())}
         if "revision" not in found or found["revision"] is None:
             return None
         revisions.add(found["revision"])
@@ -300,4 +301,6 @@ class Store:
             ).first()
         if row is None:
             return None
+        from jobs.grade import NoiseFloor
+
         return NoiseFloor(row.requests, row.identical, row.flips, row.max_drift, row.max_flip_margin), row.run_id

@@ -11,9 +11,9 @@ from rich.table import Table
 
 from orchestrator.cli_bisect import bisect
 from orchestrator.cli_common import DbOpt, console, fail, open_store
+from orchestrator.cli_images import images_app
 from orchestrator.cli_noise import results_noise
 from orchestrator.cli_regrade import results_regrade
-from orchestrator.cli_images import images_app
 from orchestrator.cli_results import report, results_extra
 from orchestrator.cli_traces import traces_app
 from orchestrator.paths import runs_dir
