@@ -14,8 +14,10 @@ requests. A ``--db`` made by an older version is upgraded first (migration 0003 
 * ``compare_groups`` of engine A vs engine B: 5,000 pairs, 1,000 bootstrap resamples
   per pair, plus the overall interval; and its parts (the cells, the per-request
   samples, the counters, the statistics alone);
-* the two CLI commands end to end as a user runs them (a fresh Python process each):
-  ``vmatrix results table`` and ``vmatrix results compare``.
+* the two CLI commands end to end as a user runs them (a fresh Python process each,
+  wall clock and the child's CPU time): ``vmatrix results table`` and ``vmatrix results
+  compare`` (which lists 40 of the 5,000 pairs, as it does by default), and before them
+  the interpreter start and CLI imports alone.
 
 Synthetic data, not engine runs: the numbers say how fast the queries are, nothing
 about any engine. Results are written up in ``docs/BENCHMARKS.md``.
@@ -32,6 +34,7 @@ import argparse
 import itertools
 import os
 import random
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -179,15 +182,25 @@ def timed(label: str, fn: Callable[[], Any], repeat: int) -> Any:
     return result
 
 
-def timed_cli(label: str, argv: list[str], repeat: int) -> None:
-    """A CLI command as a user runs it: a fresh interpreter, imports and store opening included."""
-    walls = []
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_cli(label: str, argv: list[str], repeat: int, imports_only: bool = False) -> None:
+    """A CLI command as a user runs it: a fresh interpreter, imports and store opening
+    included; CPU time is the child's (user + system). ``imports_only``: just start the
+    interpreter and import the CLI, what every command pays before it does anything."""
+    walls, cpus = [], []
+    command = ["-c", "import orchestrator.cli"] if imports_only else ["-m", "orchestrator.cli", *argv]
     for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "orchestrator.cli", *argv], check=True, stdout=subprocess.DEVNULL,
+        start, cpu = time.perf_counter(), _children_cpu()
+        subprocess.run([sys.executable, *command], check=True, stdout=subprocess.DEVNULL,
                        cwd=Path(__file__).resolve().parent.parent)
         walls.append(time.perf_counter() - start)
-    print(f"{label:<58} best {min(walls):6.3f} s   median {statistics.median(walls):6.3f} s", flush=True)
+        cpus.append(_children_cpu() - cpu)
+    print(f"{label:<58} best {min(walls):6.3f} s   median {statistics.median(walls):6.3f} s   "
+          f"cpu median {statistics.median(cpus):6.3f} s", flush=True)
 
 
 def main() -> None:
@@ -196,6 +209,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep and reuse --db instead of deleting it")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--all-pairs", action="store_true",
+                        help="also time `results compare --pairs 0` once (Rich laying out all 5,000 rows)")
     args = parser.parse_args()
 
     tmp = None if args.db else tempfile.TemporaryDirectory(prefix="vmatrix-bench-")
@@ -253,10 +268,13 @@ def main() -> None:
               lambda: compare_sides(pairs, resamples=args.resamples), args.repeat)
 
         db = ["--db", str(path)]
+        timed_cli("python -c 'import orchestrator.cli' (start + imports)", [], args.repeat, imports_only=True)
         timed_cli("vmatrix results table (CLI, fresh process)", ["results", "table", *db], args.repeat)
-        timed_cli("vmatrix results compare (CLI, fresh process)",
-                  ["results", "compare", *db, "--baseline", f"vllm={a.value}", "--candidate", f"vllm={b.value}",
-                   "--resamples", str(args.resamples)], args.repeat)
+        compare_argv = ["results", "compare", *db, "--baseline", f"vllm={a.value}", "--candidate", f"vllm={b.value}",
+                        "--resamples", str(args.resamples)]
+        timed_cli("vmatrix results compare (CLI, fresh process)", compare_argv, args.repeat)
+        if args.all_pairs:
+            timed_cli("vmatrix results compare --pairs 0 (all 5,000 rows)", [*compare_argv, "--pairs", "0"], 1)
     finally:
         store.close()
         if tmp is not None:

@@ -13,19 +13,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 from sqlalchemy import ScalarSelect, Select, String, func, literal, null, select, type_coerce
 from sqlalchemy import Text as SqlText
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import aliased
 
-from db.models import CellRow, GradeRow, MetricRow, Run, RunSampleRow, Sweep, SweepCell
+from db.models import CellRow, GradeRow, Run, RunSampleRow, Sweep, SweepCell
 from db.store import Store
 
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 SIGNATURE_WIDTH = 80
+RENDER_WIDTH = 10_000  # text tables wider than this wrap their cells
 
 
 @dataclass(frozen=True)
@@ -208,17 +210,19 @@ def _truncate(text: str, width: int = SIGNATURE_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _prefix_hit_rates(session: Session, run_ids: Iterable[int]) -> dict[int, float]:
-    sums: dict[int, dict[str, float]] = defaultdict(dict)
-    for run_id, name, total in session.execute(
-        select(MetricRow.run_id, MetricRow.name, func.sum(MetricRow.value))
-        .where(MetricRow.run_id.in_(list(run_ids)), MetricRow.name.in_([PREFIX_HITS, PREFIX_QUERIES]))
-        .group_by(MetricRow.run_id, MetricRow.name)
-    ):
-        sums[run_id][name] = total
-    return {
-        run_id: s.get(PREFIX_HITS, 0.0) / s[PREFIX_QUERIES] for run_id, s in sums.items() if s.get(PREFIX_QUERIES)
-    }
+def _prefix_hit_rates(store: Store, run_ids: Iterable[int]) -> dict[int, float]:
+    """Per run, prefix cache hits / queries over its phases, from the two counters in its
+    ``run_samples`` row, extracted by the database: the JSON is not parsed in Python, and
+    the per-phase ``metrics`` rows are not grouped (half the time on 10,000 runs)."""
+    t = RunSampleRow
+    hits, queries = t.counters[PREFIX_HITS].as_float(), t.counters[PREFIX_QUERIES].as_float()
+    out: dict[int, float] = {}
+    with store.engine.connect() as conn:
+        for chunk in _chunks(run_ids):
+            for run_id, hit, query in conn.execute(select(t.run_id, hits, queries).where(t.run_id.in_(chunk))):
+                if query:
+                    out[run_id] = (hit or 0.0) / query
+    return out
 
 
 def _cell_text(cell: CellResult, hit_rate: float | None) -> str:
@@ -240,8 +244,7 @@ def lookup_table(store: Store, rows: list[str], cols: list[str], sweep_id: int |
     same experiment.
     """
     cells = cell_results(store, sweep_id, with_timings=False)
-    with store.session() as session:
-        hit_rates = _prefix_hit_rates(session, (c.run_id for c in cells if c.run_id is not None))
+    hit_rates = _prefix_hit_rates(store, (c.run_id for c in cells if c.run_id is not None))
 
     placed = [(_header(cell, rows), _header(cell, cols), cell) for cell in cells]
     texts: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -263,14 +266,21 @@ def _corner(table: Table) -> str:
 
 
 def _render_text(table: Table) -> str:
+    headers = [_corner(table), *table.cols]
+    body = [[row, *(table.cells.get((row, c), "-") for c in table.cols)] for row in table.rows]
+    # As wide as the table wants (up to RENDER_WIDTH), so nothing is wrapped or cut off in
+    # the returned string: each column as wide as its widest line plus padding, one rule
+    # per column and edge. Worked out here rather than by Console.measure, which on a
+    # table over 10,000 cells (cells of ~20,000 characters) took ~0.15 s.
+    widths = [max(cell_len(line) for text in column for line in text.split("\n")) for column in zip(headers, *body)]
+    natural = sum(widths) + 3 * len(widths) + 1
+    width = min(natural, RENDER_WIDTH)
     grid = RichTable()
-    for header in [_corner(table), *table.cols]:
-        grid.add_column(Text(header))
-    for row in table.rows:
+    for header in headers:
+        grid.add_column(Text(header), no_wrap=natural <= RENDER_WIDTH)  # nothing to wrap: skip line breaking
+    for values in body:
         # Text, not str: signatures often contain "[...]" that rich would read as markup.
-        grid.add_row(Text(row), *(Text(table.cells.get((row, c), "-")) for c in table.cols))
-    # As wide as the table wants, so nothing is wrapped or cut off in the returned string.
-    width = Console(width=10_000).measure(grid).maximum
+        grid.add_row(*map(Text, values))
     buffer = io.StringIO()
     Console(file=buffer, width=width, color_system=None).print(grid)
     return buffer.getvalue()

@@ -6,25 +6,60 @@ results while the orchestrator is still recording them.
 
 from __future__ import annotations
 
+import functools
+import re
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from db.models import CellRow, GradeRow, MetricRow, NoiseFloorRow, RequestRow, Run, RunSampleRow, Sweep, SweepCell
 from db.samples import summary_row
-from jobs.grade import NoiseFloor
 from jobs.records import RequestRecord, Transcript
 from orchestrator.cells import Cell, Grade, RunOutcome
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+    from jobs.grade import NoiseFloor  # the grader (~50 ms to import) is not needed to read results
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(?:[\"']([^\"']+)[\"']|None)\s*$", re.MULTILINE)
+
+
+@functools.cache
+def head_revision() -> str | None:
+    """The newest migration, read from the ``revision``/``down_revision`` lines of the
+    version files; None unless they form one chain.
+
+    Alembic takes ~0.2 s to import, a fifth of what `vmatrix results table` may take in
+    all; a store already at this revision is opened without it (tests/test_db.py holds
+    this to alembic's own answer).
+    """
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        found = {m.group(1): m.group(2) for m in _REVISION_LINE.finditer(path.read_text())}
+        if "revision" not in found or found["revision"] is None:
+            return None
+        revisions.add(found["revision"])
+        if found.get("down_revision"):
+            parents.add(found["down_revision"])  # type: ignore[arg-type]
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        versions = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    return versions[0] if len(versions) == 1 else None
 
 
 def alembic_config(url: str | URL) -> Config:
@@ -32,6 +67,8 @@ def alembic_config(url: str | URL) -> Config:
 
     Also the way to drive alembic by hand, e.g. ``command.revision(alembic_config(url), ...)``.
     """
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     # ConfigParser treats "%" as interpolation; URL-escaped passwords contain it.
@@ -94,13 +131,17 @@ class Store:
         except (ArgumentError, ImportError, NoSuchModuleError) as exc:
             hint = "; install it with pip install 'vmatrix[pg]'" if url.get_backend_name() == "postgresql" else ""
             raise StoreError(f"--db {shown}: cannot load the database driver ({exc}){hint}") from None
+        if url.get_backend_name() == "sqlite":
+            event.listen(engine, "connect", _sqlite_pragmas)
         try:
-            command.upgrade(alembic_config(url), "head")
+            head = head_revision()
+            if head is None or _current_revision(engine) != head:
+                from alembic import command
+
+                command.upgrade(alembic_config(url), "head")
         except OperationalError as exc:
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc).splitlines()[0]
             raise StoreError(f"--db {shown}: cannot open the database: {reason}") from None
-        if url.get_backend_name() == "sqlite":
-            event.listen(engine, "connect", _sqlite_pragmas)
         return cls(engine)
 
     def close(self) -> None:
@@ -260,4 +301,6 @@ class Store:
             ).first()
         if row is None:
             return None
+        from jobs.grade import NoiseFloor
+
         return NoiseFloor(row.requests, row.identical, row.flips, row.max_drift, row.max_flip_margin), row.run_id

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from jobs.traces import TraceError
 from orchestrator.cli_bisect import bisect
 from orchestrator.cli_common import DbOpt, console, fail, open_store
+from orchestrator.cli_images import images_app
 from orchestrator.cli_noise import results_noise
 from orchestrator.cli_regrade import results_regrade
-from orchestrator.cli_images import images_app
 from orchestrator.cli_results import report, results_extra
 from orchestrator.cli_traces import traces_app
-from orchestrator.geometry import violations
-from orchestrator.matrix import Plan, describe_knobs, expand
 from orchestrator.paths import runs_dir
-from orchestrator.spec import SpecError, load_spec
+
+if TYPE_CHECKING:
+    from orchestrator.matrix import Plan
+
+# The matrix, spec and trace modules (pydantic models, ~0.3 s to import) are imported by
+# the commands that read a matrix: `results table` and `results compare` should answer
+# in well under a second, and a third of that went on imports they never use.
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Test matrices of vLLM serving stacks.")
 sweep_app = typer.Typer(no_args_is_help=True, help="Plan and run matrix sweeps.")
@@ -47,6 +49,10 @@ ControlsOpt = Annotated[bool, typer.Option(
 
 
 def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = False) -> Plan:
+    from jobs.traces import TraceError
+    from orchestrator.matrix import expand
+    from orchestrator.spec import SpecError, load_spec
+
     try:
         spec = load_spec(path)
         plan = expand(spec, str(path))
@@ -58,12 +64,16 @@ def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = Fa
 
 
 def _cell_row(cell, role: str) -> list[str]:
+    from orchestrator.matrix import describe_knobs
+
     return [cell.id, role, cell.engine.label, describe_knobs(cell.knobs), cell.workload["name"], cell.control_id or "-"]
 
 
 @sweep_app.command("plan")
 def sweep_plan(matrix: Path, engine: EngineOpt = None, controls_only: ControlsOpt = False) -> None:
     """Print the expanded cells of MATRIX without running anything."""
+    from orchestrator.geometry import violations
+
     plan = _plan(matrix, engine, controls_only)
     table = Table(title=f"{plan.spec.name}: {len(plan.cells)} cells ({len(plan.controls)} controls)")
     for col in ("cell", "role", "engine", "knobs", "workload", "graded against"):
@@ -90,7 +100,10 @@ def sweep_run(
     retries: Annotated[int, typer.Option(help="Re-runs of a cell whose worker or node died.")] = 1,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     from db.queries import lookup_table, render_table
+    from orchestrator.matrix import describe_knobs
     from orchestrator.scheduler import SweepError, run_sweep
 
     plan = _plan(matrix, engine, controls_only)
@@ -142,6 +155,7 @@ def canary_build(
 def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None) -> None:
     """List recorded runs, newest first."""
     from db.queries import list_runs
+    from orchestrator.matrix import describe_knobs
 
     table = Table()
     for col in ("run", "cell", "engine", "knobs", "status", "verdict", "time", "signature"):

@@ -8,15 +8,17 @@ interrupted bisect is resumed by running the same command again.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.bisect import BisectError, BisectReport, BisectRequest, Step, format_command, run_bisect
 from orchestrator.cli_common import DB_HELP, console, err, fail, open_store
 from orchestrator.paths import runs_dir
+
+if TYPE_CHECKING:  # imported by the command: loading the bisect machinery slows every other command
+    from orchestrator.bisect import BisectReport, Step
 
 ANSWER_STYLE = {"good": "green", "bad": "red", "skip": "yellow"}
 
@@ -75,6 +77,10 @@ def bisect(
     address: str | None = typer.Option(None, "--address", help="Join this Ray cluster instead of starting one."),
 ) -> None:
     """Bisect one cell of MATRIX between two vLLM releases (or commits, with --repo)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from orchestrator.bisect import BisectError, BisectRequest, format_command, run_bisect
+
     req = BisectRequest(matrix=matrix, cell=cell, good=good, bad=bad, predicate=predicate, repo=repo,
                         wheel_url=wheel_url, find_fix=find_fix, pre=pre, db=db)
     if not matrix.is_file():

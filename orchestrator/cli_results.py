@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -21,7 +22,7 @@ from rich.text import Text
 from orchestrator.cli_common import DbOpt, console, err, fail, open_store
 
 if TYPE_CHECKING:
-    from db.compare import Comparison, Interval, Rates
+    from db.compare import Comparison, Interval, PairResult, Rates
 
 results_extra = typer.Typer(no_args_is_help=True, help="Compare, export and diff recorded results.")
 
@@ -61,7 +62,29 @@ def _rates_change(before: Rates, after: Rates) -> tuple[str, str, str]:
     )
 
 
-def _print_comparison(result: Comparison) -> None:
+DEFAULT_LISTED_PAIRS = 40
+
+
+def _change(iv: Interval) -> float:
+    """How far a ratio is from 1, either way (2x and 0.5x alike); 0 without one."""
+    return abs(math.log(iv.estimate)) if iv.estimate and iv.estimate > 0 else 0.0
+
+
+def listed_pairs(result: Comparison, limit: int) -> list[PairResult]:
+    """The pairs worth a row: changed results first, then the largest TTFT or decode change.
+
+    A terminal table of thousands of pairs is not read (and Rich takes ~2 ms a row to lay
+    one out: 12 s for 5,000); the summary row covers every pair whatever is listed, and
+    ``--format json`` has them all. ``limit`` 0 lists every pair in comparison order.
+    """
+    if limit <= 0 or len(result.pairs) <= limit:
+        return result.pairs
+    ranked = sorted(range(len(result.pairs)), key=lambda i: (
+        not result.pairs[i].result_changed, -max(_change(result.pairs[i].ttft), _change(result.pairs[i].decode)), i))
+    return [result.pairs[i] for i in ranked[:limit]]
+
+
+def _print_comparison(result: Comparison, limit: int = DEFAULT_LISTED_PAIRS) -> None:
     level = f"{result.level:.0%}"
     table = Table(
         title=Text(f"candidate ({result.candidate}) / baseline ({result.baseline}); "
@@ -71,7 +94,8 @@ def _print_comparison(result: Comparison) -> None:
     for col in ("pair", "baseline", "candidate", "result", "TTFT", "decode tok/s", "prefix hit", "acceptance",
                 "acceptance per position"):
         table.add_column(col, overflow="fold")
-    for p in result.pairs:
+    shown = listed_pairs(result, limit)
+    for p in shown:
         changed = p.result_changed
         verdicts = Text(f"{p.baseline_result} → {p.candidate_result}", style="bold red" if changed else "")
         table.add_row(Text(p.label), p.baseline_cell[:12], p.candidate_cell[:12], verdicts, _ratio(p.ttft),
@@ -82,6 +106,10 @@ def _print_comparison(result: Comparison) -> None:
                       f"{sum(p.result_changed for p in result.pairs)} changed", _ratio(result.ttft),
                       _ratio(result.decode), *_rates_change(result.baseline_rates, result.candidate_rates))
     _show(table)
+    if len(shown) < len(result.pairs):
+        console.print(f"listed {len(shown)} of {len(result.pairs)} pairs: changed results first, then the largest "
+                      "TTFT or decode change; --pairs 0 lists all, --format json has all", highlight=False,
+                      soft_wrap=True)
     for side, cells in (("baseline", result.unpaired_baseline), ("candidate", result.unpaired_candidate)):
         if cells:
             console.print(f"{len(cells)} {side} cell(s) without a partner: {', '.join(c[:12] for c in cells)}",
@@ -98,6 +126,8 @@ def compare(
     fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.", min=1)] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed; the same seed gives the same intervals.")] = 0,
+    pairs: Annotated[int, typer.Option(help="Pairs to list in text format (0: all); the summary row covers "
+                                            "all of them.", min=0)] = DEFAULT_LISTED_PAIRS,
 ) -> None:
     """Compare two sets of cells, paired on every other knob.
 
@@ -126,7 +156,7 @@ def compare(
     if fmt == "json":
         sys.stdout.write(json.dumps(dataclasses.asdict(result), indent=2, ensure_ascii=False) + "\n")
     else:
-        _print_comparison(result)
+        _print_comparison(result, pairs)
 
 
 @results_extra.command("export")

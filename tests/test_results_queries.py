@@ -354,6 +354,22 @@ def test_control_to_clean_is_no_change() -> None:
     assert pair("control", "corrupt").result_changed and pair("clean", "crashed").result_changed
 
 
+def test_listed_pairs_rank_changes_first_then_size() -> None:
+    from orchestrator.cli_results import listed_pairs
+
+    def pair(label: str, after: str, ttft: float | None, decode: float) -> compare_mod.PairResult:
+        iv = compare_mod.Interval
+        return compare_mod.PairResult(label, "b", "c", "clean", after, iv(ttft, None, None, 5),
+                                      iv(decode, None, None, 5), rates({}), rates({}))
+
+    pairs = [pair("same", "clean", 1.0, 1.01), pair("2x slower", "clean", 1.0, 0.5), pair("crash", "crashed", None, 1.0),
+             pair("1.5x faster", "clean", 1.5, 1.0), pair("no data", "clean", None, 0.0)]
+    result = compare_mod.Comparison("a", "b", 10, 0, 0.95, pairs, compare_mod.NO_DATA, compare_mod.NO_DATA,
+                                    rates({}), rates({}), [], [])
+    assert [p.label for p in listed_pairs(result, 3)] == ["crash", "2x slower", "1.5x faster"]
+    assert listed_pairs(result, 0) == pairs == listed_pairs(result, 5)
+
+
 # --- export ---------------------------------------------------------------------------
 
 
@@ -456,6 +472,14 @@ def test_cli_commands(store: Store, db_url: str, tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert "clean → crashed" in out.output and "control → corrupt" in out.output and "- → 52%" in out.output
     assert "all 4 pairs (geometric mean)" in out.output and "2 changed" in out.output
+    assert "listed" not in out.output  # 4 pairs: all listed
+
+    # Listed: changed results first (2 here), then the largest change; the summary covers all 4.
+    out = runner.invoke(app, ["results", "compare", "--db", db, "--baseline", "prefix_caching=off",
+                              "--candidate", "prefix_caching=on", "--resamples", "200", "--pairs", "2"])
+    assert out.exit_code == 0, out.output
+    assert "clean → crashed" in out.output and "control → corrupt" in out.output and "clean → clean" not in out.output
+    assert "all 4 pairs (geometric mean)" in out.output and "listed 2 of 4 pairs" in out.output
 
     out = runner.invoke(app, ["results", "compare", "--db", db, "--format", "json", "--baseline", "vllm=0.31.0",
                               "--candidate", "vllm=0.32.0", "--resamples", "200"])
