@@ -28,7 +28,8 @@ from db.models import Run
 from db.store import Store
 from jobs.grade import grade_transcripts, noise_floor
 from jobs.records import Transcript
-from orchestrator.canary import CANARY_EXCUSED_SYMPTOMS
+from jobs.symptoms import acceptance
+from orchestrator.canary import excused_symptoms
 from orchestrator.matrix import describe_knobs, expand
 from orchestrator.run_cell import run_cell
 from orchestrator.scheduler import run_sweep
@@ -76,6 +77,7 @@ def main() -> None:
             return list(s.scalars(select(Run).where(Run.cell_id == cell_id, Run.status == "ok").order_by(Run.id)))
 
     rows = []
+    excused = excused_symptoms(f"canary:{args.canary}")
     for cell in plan.cells:
         runs = runs_of(cell.id)
         if cell.is_control:
@@ -84,22 +86,24 @@ def main() -> None:
                 store.record_run(sweep_id, run_cell(cell, tmp / "logs", plan.spec.timeouts))
                 runs = runs_of(cell.id)
             if len(runs) < 2:
-                rows.append((cell, "control repeated", "not run", None))
+                rows.append((cell, "control repeated", "not run", None, "-"))
                 continue
             mine, ref = runs[-1], runs[0]
             config = "control repeated"
         else:
             control = runs_of(cell.control_id)
             if not runs or not control:
-                rows.append((cell, describe_knobs(cell.knobs), "not run", None))
+                rows.append((cell, describe_knobs(cell.knobs), "not run", None, "-"))
                 continue
             mine, ref, config = runs[-1], control[0], describe_knobs(cell.knobs)
         control_runs = runs if cell.is_control else runs_of(cell.control_id)
         floor = (noise_floor(_tx(store, control_runs[-1].id), _tx(store, control_runs[0].id))
                  if len(control_runs) > 1 else None)
         grade = [grade_transcripts(_tx(store, mine.id), _tx(store, ref.id), g.tie_margin, g.max_tie_flip_fraction,
-                                   f, CANARY_EXCUSED_SYMPTOMS) for f in (None, floor)]
-        rows.append((cell, config, f"{grade[0][0]} | {grade[1][0] if floor else '-'}", grade[0][2]))
+                                   f, excused) for f in (None, floor)]
+        counts = acceptance(_tx(store, mine.id).metrics)
+        accepted = f"{counts[0] / counts[1]:.0%} of {counts[1]:.0f}" if counts and counts[1] else "-"
+        rows.append((cell, config, f"{grade[0][0]} | {grade[1][0] if floor else '-'}", grade[0][2], accepted))
 
     lines = [
         f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/grading_accuracy.py --canary {args.canary}`"
@@ -108,12 +112,12 @@ def main() -> None:
         f" max tie-flip fraction {g.max_tie_flip_fraction}).",
         "",
         "| engine | config | requests identical | tie flips | divergent | max drift | symptoms (excused) "
-        "| verdict | verdict, calibrated |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| MTP acceptance | verdict | verdict, calibrated |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for cell, config, verdict, ev in rows:
+    for cell, config, verdict, ev, accepted in rows:
         if ev is None:
-            lines.append(f"| {cell.engine.label} | {config} | - | - | - | - | - | {verdict} | - |")
+            lines.append(f"| {cell.engine.label} | {config} | - | - | - | - | - | - | {verdict} | - |")
             continue
         found = ev["symptoms"]
         kinds = ", ".join(sorted({x["kind"] for x in found["blamed"]})) or "none"
@@ -121,7 +125,7 @@ def main() -> None:
         lines.append(
             f"| {cell.engine.label} | {config} | {ev['identical']}/{ev['requests']} | {len(ev['tie_flips'])} "
             f"| {len(ev['divergent'])} | {ev['max_drift']:.3f} | {kinds}{f' ({excused})' if excused else ''} "
-            f"| {verdict} |"
+            f"| {accepted} | {verdict} |"
         )
     table = "\n".join(lines)
     print(table)

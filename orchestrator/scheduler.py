@@ -31,7 +31,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from db.store import Store
 from jobs.grade import NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor
 from jobs.records import ControlReference, Transcript
-from orchestrator.canary import CANARY_EXCUSED_SYMPTOMS, canary_dir, ensure_canary, is_canary
+from orchestrator.canary import canary_dir, ensure_canary, excused_symptoms
 from orchestrator.cells import Cell, Grade, RunOutcome
 from orchestrator.geometry import violations
 from orchestrator.matrix import Plan
@@ -188,7 +188,7 @@ def grade_cell(
     if grading.calibrate and sweep_id is not None and cell.control_id:
         measured = store.noise_floor(sweep_id, cell.control_id)
         floor = measured[0] if measured else None
-    ignore = set(grading.ignore_symptoms) | (set(CANARY_EXCUSED_SYMPTOMS) if is_canary(cell.model.name) else set())
+    ignore = set(grading.ignore_symptoms) | set(excused_symptoms(cell.model.name))
     verdict, summary, evidence = grade_transcripts(
         outcome.transcript, store.transcript_for(control.id), grading.tie_margin, grading.max_tie_flip_fraction,
         floor, sorted(ignore),

@@ -142,3 +142,17 @@ def recorded_runs() -> dict[str, Transcript]:
     """Recorded transcripts by name (tests/data/recorded-cpu-0.32.0.json)."""
     runs = json.loads(RECORDED.read_text())["runs"]
     return {name: Transcript([RequestRecord(**r) for r in run["requests"]], run["metrics"]) for name, run in runs.items()}
+
+
+@pytest.fixture
+def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plan with the canary as it was at 698bac9, for tests that pin cell ids computed
+    then: the model is part of a cell's identity, and a retrained canary is a new model,
+    so without this every canary change would look like an identity break."""
+    from orchestrator import matrix
+    from orchestrator.cells import ModelRef
+
+    current = matrix.model_ref
+    old = ModelRef(path="/canaries/tiny-qwen3next-33755f815644", name="canary:tiny-qwen3next",
+                   digest="33755f815644922eedae737304c8675b8419ce57525f36ee85bb7d042a8d4156")
+    monkeypatch.setattr("orchestrator.matrix.model_ref", lambda spec: old if spec.canary == "tiny-qwen3next" else current(spec))

@@ -48,6 +48,7 @@ def plan(text: str):
     return expand(parse_spec(text, "t.yaml"), "t.yaml")
 
 
+@pytest.mark.usefixtures("canary_of_698bac9")
 def test_cell_ids_recorded_before_lmcache_knobs_are_unchanged() -> None:
     # Computed on main at 698bac9, before the LMCache knobs existed: results recorded
     # then must still be found (and skipped) by the same cells now.

@@ -16,6 +16,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 KNOBS = {"prefix_caching": True, "speculative": {"method": "mtp", "num_speculative_tokens": 2}, "block_size": None}
 
 
+@pytest.mark.usefixtures("canary_of_698bac9")
 def test_adding_the_wheel_field_changed_no_env_id_and_no_cell_id() -> None:
     # Every expected value below was computed with the code from before EngineRecipe had a
     # `wheel` field (main at 698bac9). They are venv folder names in ~/.cache/vmatrix/envs

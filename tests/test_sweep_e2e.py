@@ -143,10 +143,16 @@ def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     assert hits > 0, "the shared prefix must actually be hit"
 
     run, grade = got[(engine, False, True, ())]
-    # The canary's untrained MTP head accepts ~0%: reported, excused for a canary.
-    assert run.status == "ok" and grade.verdict in ("clean", "corrupt"), grade.summary
-    drafts = sum(m.get("vllm:spec_decode_num_draft_tokens_total", 0) for m in store.metrics_for(run.id).values())
+    # MTP may flip a near-tie against the control (its verification batches change the
+    # arithmetic), never confidently.
+    assert run.status == "ok" and grade.verdict in ("clean", "degraded"), grade.summary
+    metrics = store.metrics_for(run.id).values()
+    drafts = sum(m.get("vllm:spec_decode_num_draft_tokens_total", 0) for m in metrics)
+    accepted = sum(m.get("vllm:spec_decode_num_accepted_tokens_total", 0) for m in metrics)
     assert drafts > 0, "MTP must actually draft"
+    # The canary's MTP head is trained (27% accepted in docs/GRADING.md); an untrained
+    # or wrongly loaded head accepts ~0%.
+    assert accepted / drafts >= 0.1, f"{accepted:.0f} of {drafts:.0f} drafts accepted"
 
     run, grade = got[(engine, True, True, ())]
     assert run.status == "crashed" and grade.verdict == "crashed"

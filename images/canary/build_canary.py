@@ -70,19 +70,21 @@ def build_tokenizer(out: Path, seed: int, vocab: int):
 
 def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
     import torch
-    from safetensors.torch import load_file, save_file
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
+    # One thread: these matrices are too small for threads to pay off (measured: 1
+    # thread is faster than 2 here), and the float reduction order, hence the trained
+    # weights, then does not depend on how many cores the building host has.
+    torch.set_num_threads(1)
     torch.manual_seed(seed)
     n_layers = args.layers
     layer_types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n_layers)]
-    # One extra full-attention layer is built and renamed into the MTP head.
     cfg = Qwen3NextConfig(
         vocab_size=vocab_size,
         hidden_size=args.hidden,
         intermediate_size=args.hidden * 2,
-        num_hidden_layers=n_layers + 1,
-        layer_types=layer_types + ["full_attention"],
+        num_hidden_layers=n_layers,
+        layer_types=layer_types,
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=64,
@@ -107,11 +109,41 @@ def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
             if lin is not None:
                 lin.A_log.copy_(torch.empty_like(lin.A_log).uniform_(0.005, 0.05).log())
                 lin.dt_bias.zero_()
+    mtp = MTPHead(cfg, seed)
+    docs = documents(seed + 7, (args.train_steps + args.mtp_steps) * args.batch)
     if args.train_steps:
-        train(model, tokenizer, args, seed)
-    model.save_pretrained(out, safe_serialization=True)
+        train(model, tokenizer, args, seed, docs[: args.train_steps * args.batch])
+    if args.mtp_steps:
+        train_mtp(model, mtp, tokenizer, args, seed, docs[args.train_steps * args.batch:])
+    if args.train_steps or args.mtp_steps:
+        report(model, mtp, tokenizer, args, seed)
 
-    # Move the extra layer under mtp.* and add the MTP-only tensors.
+    save(out, model, mtp, cfg)
+
+
+def save(out: Path, model, mtp, cfg) -> None:
+    """Write the checkpoint vLLM loads: the target model plus ``mtp.*``.
+
+    transformers fuses MoE experts in memory and unfuses them only in
+    ``save_pretrained``, so the MTP decoder layer is saved as one extra layer of a
+    copy of the model and renamed afterwards; its shapes thus always match the
+    installed transformers.
+    """
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import Qwen3NextForCausalLM
+
+    n_layers = cfg.num_hidden_layers
+    full_cfg = type(cfg)(**{**cfg.to_dict(), "num_hidden_layers": n_layers + 1,
+                            "layer_types": [*cfg.layer_types, "full_attention"]})
+    full = Qwen3NextForCausalLM(full_cfg).to(torch.float32)
+    weights = dict(model.state_dict())
+    for name, t in mtp.state_dict().items():
+        if name.startswith("layers.0."):
+            weights[f"model.layers.{n_layers}." + name[len("layers.0."):]] = t
+    full.load_state_dict(weights, strict=True)
+    full.save_pretrained(out, safe_serialization=True)
+
     state = {}
     for f in sorted(out.glob("*.safetensors")):
         state.update(load_file(f))
@@ -120,30 +152,87 @@ def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
     mtp_prefix = f"model.layers.{n_layers}."
     final = {}
     for name, t in state.items():
-        if name.startswith(mtp_prefix):
-            final["mtp.layers.0." + name[len(mtp_prefix):]] = t
-        else:
-            final[name] = t
-    h = args.hidden
-    g = torch.Generator().manual_seed(seed + 1)
-    final["mtp.fc.weight"] = torch.randn(h, 2 * h, generator=g) * 0.02
-    for norm in ("mtp.norm.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.pre_fc_norm_embedding.weight"):
-        final[norm] = torch.zeros(h)
-    final = {k: v.contiguous() for k, v in sorted(final.items())}
+        final[("mtp.layers.0." + name[len(mtp_prefix):]) if name.startswith(mtp_prefix) else name] = t
+    for name, t in mtp.state_dict().items():
+        if not name.startswith("layers."):
+            final["mtp." + name] = t
+    final = {k: v.detach().contiguous() for k, v in sorted(final.items())}
     save_file(final, out / "model.safetensors", metadata={"format": "pt"})
 
     config = json.loads((out / "config.json").read_text())
     config["num_hidden_layers"] = n_layers
-    config["layer_types"] = layer_types
+    config["layer_types"] = list(cfg.layer_types)
     config["num_nextn_predict_layers"] = 1
     config["architectures"] = ["Qwen3NextForCausalLM"]
     config.pop("transformers_version", None)
+    config.pop("_attn_implementation", None)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     gen = out / "generation_config.json"
     gen.write_text(json.dumps({"eos_token_id": config["eos_token_id"], "pad_token_id": config["pad_token_id"]}, indent=2))
 
 
-def train(model, tokenizer, args, seed: int) -> None:
+def _mtp_module():
+    import torch
+    from transformers import Qwen3NextForCausalLM
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextRMSNorm
+
+    class MTPHead(torch.nn.Module):
+        """vLLM's Qwen3-Next multi-token-prediction head, in transformers' modules.
+
+        Mirrors ``Qwen3NextMultiTokenPredictor.forward`` so that what is trained here is
+        what vLLM drafts with: the (shared) embedding of token t+1 and the target model's
+        final, normed hidden state at t, each RMS-normed, concatenated, projected by
+        ``fc``, run through one full-attention decoder layer, normed, and read out by the
+        target's ``lm_head``. Parameter names are vLLM's ``mtp.*`` checkpoint names.
+        """
+
+        def __init__(self, cfg, seed: int) -> None:
+            super().__init__()
+            torch.manual_seed(seed + 1)
+            h = cfg.hidden_size
+            layer_cfg = type(cfg)(**{**cfg.to_dict(), "num_hidden_layers": 1, "layer_types": ["full_attention"]})
+            # Eager attention with an explicit causal mask: the same in every
+            # transformers release. The layer comes from a one-layer model so that
+            # transformers initialises it (fused expert tensors start uninitialised).
+            layer_cfg._attn_implementation = "eager"
+            donor = Qwen3NextForCausalLM(layer_cfg).to(torch.float32)
+            self.fc = torch.nn.Linear(2 * h, h, bias=False)
+            self.pre_fc_norm_embedding = Qwen3NextRMSNorm(h, eps=cfg.rms_norm_eps)
+            self.pre_fc_norm_hidden = Qwen3NextRMSNorm(h, eps=cfg.rms_norm_eps)
+            self.layers = torch.nn.ModuleList([donor.model.layers[0]])
+            self.norm = Qwen3NextRMSNorm(h, eps=cfg.rms_norm_eps)
+            with torch.no_grad():
+                self.fc.weight.normal_(0.0, 0.02)
+
+        def forward(self, model, embeds, hidden, position_ids, mask):
+            x = torch.cat([self.pre_fc_norm_embedding(embeds), self.pre_fc_norm_hidden(hidden)], dim=-1)
+            x = self.fc(x)
+            rope = model.model.rotary_emb(x, position_ids)
+            x = self.layers[0](x, position_embeddings=rope, attention_mask=mask, position_ids=position_ids)
+            return self.norm(x)
+
+    return MTPHead
+
+
+def MTPHead(cfg, seed: int):  # noqa: N802  (a factory: torch is imported lazily)
+    return _mtp_module()(cfg, seed)
+
+
+def _causal_mask(length: int):
+    import torch
+
+    return torch.full((length, length), float("-inf")).triu(1)[None, None]
+
+
+def _optimizer(params, args, steps: int):
+    import torch
+
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.1)
+    return opt, sched
+
+
+def train(model, tokenizer, args, seed: int, docs: list[str]) -> None:
     """A few CPU minutes of next-token training on the recall corpus.
 
     The GDN decay parameters stay frozen at their long-memory values: training would
@@ -160,9 +249,7 @@ def train(model, tokenizer, args, seed: int) -> None:
             lin.A_log.requires_grad_(False)
             lin.dt_bias.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.train_steps, pct_start=0.1)
-    docs = documents(seed + 7, args.train_steps * args.batch)
+    opt, sched = _optimizer(params, args, args.train_steps)
     model.train()
     t0 = time.time()
     for step in range(args.train_steps):
@@ -180,6 +267,119 @@ def train(model, tokenizer, args, seed: int) -> None:
     model.eval()
 
 
+def _mtp_logits(model, mtp, input_ids, attention_mask):
+    """Logits of the MTP head for token i+2 at every i (the last two positions unused)."""
+    import torch
+
+    with torch.no_grad():
+        hidden = model.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        embeds = model.model.embed_tokens(input_ids[:, 1:])
+    length = input_ids.shape[1] - 1
+    position_ids = torch.arange(length)[None]
+    out = mtp(model, embeds, hidden[:, :-1], position_ids, _causal_mask(length))
+    return model.lm_head(out)
+
+
+def train_mtp(model, mtp, tokenizer, args, seed: int, docs: list[str]) -> None:
+    """Train the MTP head with the target model frozen (its embedding and lm_head are
+    shared with the head in vLLM, so they must not move)."""
+    import torch
+
+    torch.manual_seed(seed + 2)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    params = list(mtp.parameters())
+    opt, sched = _optimizer(params, args, args.mtp_steps)
+    mtp.train()
+    t0 = time.time()
+    for step in range(args.mtp_steps):
+        batch = docs[step * args.batch:(step + 1) * args.batch]
+        enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True, max_length=args.seq_len)
+        ids, att = enc["input_ids"], enc["attention_mask"]
+        logits = _mtp_logits(model, mtp, ids, att)[:, :-1]
+        labels = ids[:, 2:].masked_fill(att[:, 2:] == 0, -100)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 25 == 0 or step == args.mtp_steps - 1:
+            print(f"mtp step {step} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", file=sys.stderr, flush=True)
+    mtp.eval()
+
+
+def _held_out(rng: random.Random, lines: int, turns: int) -> tuple[str, str, str]:
+    """A document as (system prompt, the same prompt with every definition re-drawn,
+    the conversation), so answers can be scored with either prompt in front."""
+    system, defs = corpus.system_prompt(rng, lines)
+    head = system.split("\n")[: -len(defs)]
+    redrawn = [d.split(" = ")[0] + " = " + " ".join(rng.choice(corpus.WORDS) for _ in range(rng.randint(3, 6))) for d in defs]
+    messages = []
+    for t in range(turns):
+        user, i = corpus.user_turn(rng, defs, t)
+        messages += [("user", user), ("assistant", corpus.answer(defs, i))]
+    return (corpus.chat([("system", system)]), corpus.chat([("system", "\n".join(head + redrawn))]),
+            corpus.chat(messages))
+
+
+def report(model, mtp, tokenizer, args, seed: int, count: int = 16) -> None:
+    """What the trained canary can do on held-out documents, printed as one JSON line.
+
+    answer_accuracy: greedy next-token accuracy on the assistant's answers (which recite
+    definitions from the system prompt); answer_margin_p50: the median top-1 minus top-2
+    logprob there; context_sensitivity: the share of answer tokens whose greedy
+    prediction changes when the system prompt's definitions are re-drawn (same names,
+    other words): how much an answer depends on context thousands of tokens back;
+    mtp_accuracy: how often the MTP head's greedy guess for token i+2 is right (what
+    vLLM's MTP would accept at draft position 1 on this text, roughly).
+    """
+    import torch
+
+    rng = random.Random(seed + 99)
+    n, correct, changed, margins, mtp_ok, mtp_n = 0, 0, 0, [], 0, 0
+    for _ in range(count):
+        system, redrawn, conv = _held_out(rng, rng.randint(8, 16), 4)
+        conv_ids, mask = _answer_mask(tokenizer, conv)
+        preds = []
+        for prompt in (system, redrawn):
+            ids = torch.cat([tokenizer(prompt, return_tensors="pt")["input_ids"][0], conv_ids])[None]
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0, -len(conv_ids) - 1:-1]
+            preds.append(logits.argmax(-1))
+            if prompt is system:
+                top2 = logits.log_softmax(-1).topk(2, dim=-1).values
+                margins += (top2[:, 0] - top2[:, 1])[mask].tolist()
+                correct += int(((preds[0] == conv_ids) & mask).sum())
+                with torch.no_grad():
+                    guess = _mtp_logits(model, mtp, ids, torch.ones_like(ids))[0, :-1].argmax(-1)
+                mtp_ok += int((guess == ids[0, 2:]).sum())
+                mtp_n += guess.shape[0]
+        n += int(mask.sum())
+        changed += int(((preds[0] != preds[1]) & mask).sum())
+    margins.sort()
+    print(json.dumps({
+        "answer_accuracy": round(correct / max(n, 1), 3),
+        "answer_margin_p50": round(margins[len(margins) // 2], 3) if margins else None,
+        "context_sensitivity": round(changed / max(n, 1), 3),
+        "mtp_accuracy": round(mtp_ok / max(mtp_n, 1), 3),
+        "answer_tokens": n,
+    }), file=sys.stderr, flush=True)
+
+
+def _answer_mask(tokenizer, text: str):
+    """The conversation's token ids, and True at the tokens of assistant answers
+    (content and the closing <|im_end|>: stopping is part of the answer)."""
+    import re
+
+    import torch
+
+    enc = tokenizer(text, return_offsets_mapping=True)
+    spans = [(m.start(1), m.end(1)) for m in re.finditer(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", text, re.S)]
+    mask = [any(a <= start <= b for a, b in spans) for start, _ in enc["offset_mapping"]]
+    return torch.tensor(enc["input_ids"]), torch.tensor(mask)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
@@ -189,6 +389,7 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--max-len", type=int, default=65536)
     p.add_argument("--train-steps", type=int, default=0)
+    p.add_argument("--mtp-steps", type=int, default=0)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=768)
     p.add_argument("--lr", type=float, default=3e-3)
