@@ -47,3 +47,23 @@ def test_owner_is_host_and_pid_and_other_hosts_are_left_alone() -> None:
         for p in (orphan, remote):
             p.kill()
             p.wait()
+
+
+def test_owner_in_another_pid_namespace_of_this_host_is_not_judged() -> None:
+    # Compose nodes run on the host network: same host name, their own pids. A pid
+    # that does not exist here may be a live orchestrator in another namespace.
+    import socket
+
+    from orchestrator.runtimes.local import owner_gone, owner_id
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = socket.gethostname()
+    scope = owner_id().rpartition(":")[0]
+    assert scope.startswith(f"{here}/")
+    assert owner_gone(f"{scope}:{dead.pid}")
+    assert not owner_gone(owner_id())
+    assert not owner_gone(f"{here}/1:{dead.pid}")  # another namespace: keep
+    assert owner_gone(f"{here}:{dead.pid}")  # older tags: this namespace
+    assert not owner_gone(f"elsewhere-{here}/{scope.partition('/')[2]}:{dead.pid}")
+    assert not owner_gone("garbage")
