@@ -275,11 +275,15 @@ OWNER_ENV = "VMATRIX_ENGINE_OWNER"
 CELL_ENV = "VMATRIX_CELL"  # which cell an engine process serves: for the reaper's and tests' eyes
 
 
+# The kernel's initial pid namespace (PROC_PID_INIT_INO): the host's, outside containers.
+INIT_PID_NAMESPACE = str(0xEFFFFFFC)
+
+
 def _pid_namespace() -> str:
     try:
         return str(os.stat("/proc/self/ns/pid").st_ino)
     except OSError:  # no /proc/self/ns (old kernels): one namespace is all there is
-        return "0"
+        return INIT_PID_NAMESPACE
 
 
 def owner_id() -> str:
@@ -296,13 +300,14 @@ def owner_gone(owner: str) -> bool:
     """True if ``owner`` was a process of this host and pid namespace that has exited.
 
     Owners elsewhere (another host, another container's namespace) cannot be judged
-    from here: False. Older tags, ``host:pid`` or a bare pid, mean this namespace.
+    from here: False. Older tags, ``host:pid`` or a bare pid, were written by
+    orchestrators on the host, which is the initial namespace.
     """
     scope, _, pid = owner.rpartition(":")
     if not pid.isdigit():
         return False
     host, sep, namespace = scope.partition("/")
-    if (host and host != socket.gethostname()) or (sep and namespace != _pid_namespace()):
+    if (host and host != socket.gethostname()) or (namespace if sep else INIT_PID_NAMESPACE) != _pid_namespace():
         return False
     return not Path(f"/proc/{pid}").exists()
 
