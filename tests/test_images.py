@@ -103,14 +103,15 @@ def test_matrix_runtime_and_images_fields() -> None:
 
 
 def test_compose_file_binds_the_dashboard_to_loopback_and_reserves_gpus() -> None:
-    """compose.yaml cannot be brought up here (no compose plugin, no GPUs): check its shape."""
+    """compose.yaml's shape, read as plain YAML: runs without a Compose tool
+    (tests/test_compose.py has the tool read it, with the no-GPU override)."""
     import yaml
 
     root = Path(__file__).parent.parent
     compose = yaml.safe_load((root / "compose.yaml").read_text())
     head, worker = compose["services"]["ray-head"], compose["services"]["ray-worker"]
     assert "--head" in head["command"] and "--dashboard-host=127.0.0.1" in head["command"]
-    assert "--address=127.0.0.1:6379" in worker["command"]
+    assert "--address=127.0.0.1:${VMATRIX_RAY_PORT:-6379}" in worker["command"]
     devices = worker["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
     for node in (head, worker):

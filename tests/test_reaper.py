@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from orchestrator.runtimes.local import OWNER_ENV, reap_orphans
+from orchestrator.runtimes.local import INIT_PID_NAMESPACE, OWNER_ENV, owner_gone, owner_id, reap_orphans
 
 
 def test_orphaned_engine_children_are_killed_and_owned_ones_kept() -> None:
@@ -35,7 +35,7 @@ def test_owner_is_host_and_pid_and_other_hosts_are_left_alone() -> None:
     dead.wait()
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     here = socket.gethostname()
-    orphan = subprocess.Popen(sleeper, env={**os.environ, OWNER_ENV: f"{here}:{dead.pid}"})
+    orphan = subprocess.Popen(sleeper, env={**os.environ, OWNER_ENV: f"{owner_id().rpartition(':')[0]}:{dead.pid}"})
     # The same pid on another host says nothing about this one: a driver elsewhere.
     remote = subprocess.Popen(sleeper, env={**os.environ, OWNER_ENV: f"elsewhere-{here}:{dead.pid}"})
     try:
@@ -47,3 +47,22 @@ def test_owner_is_host_and_pid_and_other_hosts_are_left_alone() -> None:
         for p in (orphan, remote):
             p.kill()
             p.wait()
+
+
+def test_owner_in_another_pid_namespace_of_this_host_is_not_judged() -> None:
+    # Compose nodes run on the host network: same host name, their own pids. A pid
+    # that does not exist here may be a live orchestrator in another namespace.
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = socket.gethostname()
+    scope = owner_id().rpartition(":")[0]
+    assert scope.startswith(f"{here}/")
+    assert owner_gone(f"{scope}:{dead.pid}")
+    assert not owner_gone(owner_id())
+    assert not owner_gone(f"{here}/1:{dead.pid}")  # another namespace: keep
+    # Older tags (host:pid) came from the host: judged there only, never from a container.
+    assert owner_gone(f"{here}:{dead.pid}") == (scope.partition("/")[2] == INIT_PID_NAMESPACE)
+    assert not owner_gone(f"elsewhere-{here}/{scope.partition('/')[2]}:{dead.pid}")
+    assert not owner_gone("garbage")

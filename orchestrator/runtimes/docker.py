@@ -11,8 +11,6 @@ whose orchestrator was killed before it could remove them itself.
 from __future__ import annotations
 
 import hashlib
-import os
-import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +21,7 @@ from filelock import FileLock
 from images.build import BuiltImage, ImageBuildError, ImageOptions, build_image, client, image_packages
 from images.recipe import EngineRecipe, patch_files
 from orchestrator.paths import cache_dir
-from orchestrator.runtimes.local import EnvBuildError, wait_healthy
+from orchestrator.runtimes.local import EnvBuildError, owner_gone, owner_id, wait_healthy
 from orchestrator.runtimes.signature import error_signature
 
 LABEL_SWEEP = "vmatrix.sweep"
@@ -72,23 +70,24 @@ def ensure_image(recipe: EngineRecipe, options: ImageOptions | None, log: Path) 
 
 
 def owner_label() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return owner_id()
 
 
 def reap_containers(docker_client: Any = None) -> list[str]:
     """Remove vmatrix engine containers whose owner on this host is gone; returns their names.
 
-    Containers of owners on other hosts are left alone: their pid means nothing here.
+    Containers of owners on other hosts, or in another pid namespace of this one (a
+    Compose node, the host seen from a node), are left alone: their pid means nothing
+    here. A daemon is shared by all of them, so "not mine to judge" must mean "keep".
     """
     try:
         c = docker_client or client()
     except ImageBuildError:
         return []  # no daemon, no containers
-    host = socket.gethostname()
     removed = []
     for container in c.containers.list(all=True, filters={"label": LABEL_OWNER}):
-        owner_host, _, pid = container.labels.get(LABEL_OWNER, "").rpartition(":")
-        if owner_host != host or not pid.isdigit() or Path(f"/proc/{pid}").exists():
+        owner = container.labels.get(LABEL_OWNER, "")
+        if ":" not in owner or not owner_gone(owner):
             continue
         try:
             container.remove(force=True)

@@ -275,21 +275,53 @@ OWNER_ENV = "VMATRIX_ENGINE_OWNER"
 CELL_ENV = "VMATRIX_CELL"  # which cell an engine process serves: for the reaper's and tests' eyes
 
 
+# The kernel's initial pid namespace (PROC_PID_INIT_INO): the host's, outside containers.
+INIT_PID_NAMESPACE = str(0xEFFFFFFC)
+
+
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:  # no /proc/self/ns (old kernels): one namespace is all there is
+        return INIT_PID_NAMESPACE
+
+
 def owner_id() -> str:
-    """``host:pid`` of this process, as engines and containers are tagged with it."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """``host/pidns:pid`` of this process, as engines and containers are tagged with it.
+
+    The pid namespace is part of the owner: containers on the host network (compose.yaml)
+    share the host's name but not its pids, so a pid alone, looked up from another
+    namespace, would call a live owner dead and its engines orphans.
+    """
+    return f"{socket.gethostname()}/{_pid_namespace()}:{os.getpid()}"
+
+
+def owner_gone(owner: str) -> bool:
+    """True if ``owner`` was a process of this host and pid namespace that has exited.
+
+    Owners elsewhere (another host, another container's namespace) cannot be judged
+    from here: False. Older tags, ``host:pid`` or a bare pid, were written by
+    orchestrators on the host, which is the initial namespace.
+    """
+    scope, _, pid = owner.rpartition(":")
+    if not pid.isdigit():
+        return False
+    host, sep, namespace = scope.partition("/")
+    if (host and host != socket.gethostname()) or (namespace if sep else INIT_PID_NAMESPACE) != _pid_namespace():
+        return False
+    return not Path(f"/proc/{pid}").exists()
 
 
 def reap_orphans() -> list[int]:
     """Kill engine processes whose owner (the orchestrator that ran their sweep) is gone.
 
-    Engines are tagged with their owner's ``host:pid`` in the environment: the
+    Engines are tagged with their owner (:func:`owner_id`) in the environment: the
     sweep's driver, not the Ray worker that started them, which a killed driver's
     cluster may keep alive for a while. Parent-death signals reach only the engine's
     leader; vLLM's engine-core and worker children survive a SIGKILLed orchestrator,
-    holding cores and memory. Owners on other hosts are left alone. Returns killed pids.
+    holding cores and memory. Owners on other hosts (or in other pid namespaces) are
+    left alone. Returns killed pids.
     """
-    host = socket.gethostname()
     killed = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -301,8 +333,7 @@ def reap_orphans() -> list[int]:
         owner = next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(OWNER_ENV.encode() + b"=")), None)
         if owner is None:
             continue
-        owner_host, _, pid = owner.rpartition(":")  # older tags hold a bare pid
-        if (owner_host and owner_host != host) or not pid.isdigit() or Path(f"/proc/{pid}").exists():
+        if not owner_gone(owner):
             continue
         try:
             os.kill(int(proc.name), signal.SIGKILL)
