@@ -109,7 +109,7 @@ def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
             if lin is not None:
                 lin.A_log.copy_(torch.empty_like(lin.A_log).uniform_(0.005, 0.05).log())
                 lin.dt_bias.zero_()
-    mtp = MTPHead(cfg, seed)
+    mtp = _mtp_module()(cfg, seed)
     docs = documents(seed + 7, (args.train_steps + args.mtp_steps) * args.batch)
     if args.train_steps:
         train(model, tokenizer, args, seed, docs[: args.train_steps * args.batch])
@@ -214,22 +214,33 @@ def _mtp_module():
     return MTPHead
 
 
-def MTPHead(cfg, seed: int):  # noqa: N802  (a factory: torch is imported lazily)
-    return _mtp_module()(cfg, seed)
-
-
 def _causal_mask(length: int):
     import torch
 
     return torch.full((length, length), float("-inf")).triu(1)[None, None]
 
 
-def _optimizer(params, args, steps: int):
+def _fit(module, params, loss_of, tokenizer, args, docs: list[str], steps: int, label: str) -> None:
+    """``steps`` AdamW steps (one-cycle schedule, gradients clipped at 1) of ``loss_of``
+    over ``docs`` in order, ``args.batch`` documents a step; ``module`` trains meanwhile."""
     import torch
 
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.1)
-    return opt, sched
+    module.train()
+    t0 = time.time()
+    for step in range(steps):
+        batch = docs[step * args.batch:(step + 1) * args.batch]
+        enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True, max_length=args.seq_len)
+        loss = loss_of(enc["input_ids"], enc["attention_mask"])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 25 == 0 or step == steps - 1:
+            print(f"{label} {step} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", file=sys.stderr, flush=True)
+    module.eval()
 
 
 def train(model, tokenizer, args, seed: int, docs: list[str]) -> None:
@@ -248,23 +259,11 @@ def train(model, tokenizer, args, seed: int, docs: list[str]) -> None:
         if lin is not None:
             lin.A_log.requires_grad_(False)
             lin.dt_bias.requires_grad_(False)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt, sched = _optimizer(params, args, args.train_steps)
-    model.train()
-    t0 = time.time()
-    for step in range(args.train_steps):
-        batch = docs[step * args.batch:(step + 1) * args.batch]
-        enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True, max_length=args.seq_len)
-        labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
-        loss = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        if step % 25 == 0 or step == args.train_steps - 1:
-            print(f"step {step} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", file=sys.stderr, flush=True)
-    model.eval()
+    def loss_of(ids, att):
+        return model(input_ids=ids, attention_mask=att, labels=ids.masked_fill(att == 0, -100)).loss
+
+    _fit(model, [p for p in model.parameters() if p.requires_grad], loss_of, tokenizer, args, docs,
+         args.train_steps, "step")
 
 
 def _mtp_logits(model, mtp, input_ids, attention_mask):
@@ -288,25 +287,13 @@ def train_mtp(model, mtp, tokenizer, args, seed: int, docs: list[str]) -> None:
     torch.manual_seed(seed + 2)
     for p in model.parameters():
         p.requires_grad_(False)
-    params = list(mtp.parameters())
-    opt, sched = _optimizer(params, args, args.mtp_steps)
-    mtp.train()
-    t0 = time.time()
-    for step in range(args.mtp_steps):
-        batch = docs[step * args.batch:(step + 1) * args.batch]
-        enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True, max_length=args.seq_len)
-        ids, att = enc["input_ids"], enc["attention_mask"]
+    def loss_of(ids, att):
         logits = _mtp_logits(model, mtp, ids, att)[:, :-1]
         labels = ids[:, 2:].masked_fill(att[:, 2:] == 0, -100)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        if step % 25 == 0 or step == args.mtp_steps - 1:
-            print(f"mtp step {step} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", file=sys.stderr, flush=True)
-    mtp.eval()
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                 ignore_index=-100)
+
+    _fit(mtp, list(mtp.parameters()), loss_of, tokenizer, args, docs, args.mtp_steps, "mtp step")
 
 
 def _held_out(rng: random.Random, lines: int, turns: int) -> tuple[str, str, str]:
@@ -375,7 +362,7 @@ def _answer_mask(tokenizer, text: str):
     import torch
 
     enc = tokenizer(text, return_offsets_mapping=True)
-    spans = [(m.start(1), m.end(1)) for m in re.finditer(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", text, re.S)]
+    spans = [(m.start(1), m.end(1)) for m in re.finditer(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", text, re.DOTALL)]
     mask = [any(a <= start <= b for a, b in spans) for start, _ in enc["offset_mapping"]]
     return torch.tensor(enc["input_ids"]), torch.tensor(mask)
 
