@@ -6,6 +6,7 @@ No engine here: what the engine does with these is tests/test_lmcache_e2e.py.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,29 @@ def test_signature_reads_only_what_this_start_wrote(tmp_path: Path) -> None:
     proc.stop()
     assert proc.signature() is None
     assert "first life" in log.read_text() and "\n$ " in log.read_text()
+
+
+def test_engine_started_from_a_thread_outlives_the_thread(tmp_path: Path) -> None:
+    """A restart starts the engine from a worker thread (asyncio.to_thread).
+
+    PR_SET_PDEATHSIG fires when the forking thread exits: before engines were forked
+    from one long-lived thread, a restarted engine was SIGKILLed as soon as the replay's
+    thread pool shut down, and its cell was recorded `crashed` (CI, 2026-11-30).
+    """
+    import sys
+    import threading
+
+    from orchestrator.runtimes.local import EngineProcess
+
+    proc = EngineProcess(argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={}, log_path=tmp_path / "log",
+                         port=1)
+    starter = threading.Thread(target=proc.start)
+    starter.start()
+    starter.join()
+    try:
+        # The kernel signals the child at the thread's exit; give it time to arrive.
+        time.sleep(1.0)
+        assert proc.alive(), f"engine died with its starting thread: returncode {proc.returncode}"
+    finally:
+        proc.stop(grace_s=1)
+    assert not proc.alive()

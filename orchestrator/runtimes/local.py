@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,12 +264,24 @@ def ensure_env(recipe: EngineRecipe, log: Path) -> EngineEnv:
 
 def _die_with_parent() -> None:
     # If the Ray worker that owns this engine is SIGKILLed, take the engine with it.
+    # The signal fires when the *thread* that forked the engine exits, hence _spawn.
     try:
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+# PR_SET_PDEATHSIG follows the forking thread, not the process: an engine restarted
+# from asyncio.to_thread was SIGKILLed the moment asyncio.run shut its pool down,
+# right after a replay that it had served in full (a cell recorded `crashed`). Every
+# engine is therefore forked from this one thread, which lives as long as the worker.
+_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vmatrix-engine-spawner")
+
+
+def _spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    return _spawner.submit(subprocess.Popen, argv, **kwargs).result()
 
 
 OWNER_ENV = "VMATRIX_ENGINE_OWNER"
@@ -405,7 +418,7 @@ class EngineProcess:
         # A restart appends: start its command line on a line of its own.
         self._log.write(("\n" if self._log_offset else "").encode() + ("$ " + " ".join(self.argv) + "\n").encode())
         self._log.flush()
-        self.proc = subprocess.Popen(
+        self.proc = _spawn(
             self.argv,
             stdout=self._log,
             stderr=subprocess.STDOUT,
