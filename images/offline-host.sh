@@ -6,6 +6,7 @@
 #   offline-host.sh sweep MATRIX ENGINE [--rerun]
 #                                       run MATRIX's cells of ENGINE in the background,
 #                                       then its controls again (the noise floor)
+#   offline-host.sh scaling MATRIX      benchmarks/gpu_scaling.sh in the background
 #   offline-host.sh restart-ray         a fresh Ray head (after changing the environment)
 #   offline-host.sh status              runs recorded so far, sweeps still running
 #   offline-host.sh collect DEST        results DB, tables and engine logs into DEST
@@ -57,6 +58,10 @@ case "${1:-}" in
       '$PY' -m orchestrator.cli sweep run '$matrix' --engine '$engine' --controls-only --rerun --address auto --db '$DB'
       echo SWEEP-DONE" >"$log" 2>&1 </dev/null &
     echo "started: $log" ;;
+  scaling)
+    # benchmarks/gpu_scaling.sh in the background: poll `status`, then `collect`.
+    setsid nohup bash "$REPO/benchmarks/gpu_scaling.sh" "${@:2}" >"$VMATRIX_DATA/scaling-driver.log" 2>&1 </dev/null &
+    echo "started: $VMATRIX_DATA/scaling.txt" ;;
   restart-ray)
     "$PY" -m ray.scripts.scripts stop >/dev/null 2>&1 || true
     setsid "$PY" -m ray.scripts.scripts start --head --include-dashboard=false --disable-usage-stats \
@@ -67,6 +72,7 @@ case "${1:-}" in
     for log in "$VMATRIX_DATA"/sweep-*.log; do
       [ -f "$log" ] && echo "$log: $(grep -c SWEEP-DONE "$log" || true) done"
     done
+    [ -f "$VMATRIX_DATA/scaling.txt" ] && cat "$VMATRIX_DATA/scaling.txt"
     nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader || true ;;
   collect)
     dest=$2
@@ -79,7 +85,7 @@ EOF
     "$PY" -m orchestrator.cli results table --db "$DB" --rows engine --cols prefix_caching,speculative \
       --format markdown >"$dest/table.md" 2>&1 || true
     "$PY" -m orchestrator.cli results noise --db "$DB" >"$dest/noise.txt" 2>&1 || true
-    cp "$VMATRIX_DATA"/sweep-*.log "$dest/" 2>/dev/null || true
+    cp "$VMATRIX_DATA"/sweep-*.log "$VMATRIX_DATA"/scaling*.txt "$VMATRIX_DATA"/scaling*.log "$dest/" 2>/dev/null || true
     tar -czf "$dest/engine-logs.tgz" -C "$VMATRIX_DATA" logs 2>/dev/null || true ;;
   *)
     sed -n '2,14p' "$0"; exit 2 ;;

@@ -33,6 +33,7 @@ from jobs.workload import build_workload
 from orchestrator import lmcache
 from orchestrator.cells import Cell, RunOutcome
 from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
+from orchestrator.runtimes.affinity import engine_cpus
 from orchestrator.runtimes.local import CELL_ENV, OWNER_ENV, EngineProcess, EnvBuildError, ensure_env, free_port
 from orchestrator.spec import ImageOptions, Timeouts, WorkloadSpec
 
@@ -75,6 +76,7 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
     if runtime.owner:
         env_vars[OWNER_ENV] = runtime.owner
     port = free_port()
+    cpus = tuple(engine_cpus(gpu_ids)) if cell.engine.accelerator == "cuda" else ()
     if runtime.kind == "docker":
         if cell.knobs.get("lmcache_connector"):
             raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
@@ -85,7 +87,7 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
         image = ensure_image(cell.engine, runtime.images, log_dir / f"image-{cell.engine.env_id}.log")
         argv = engine_argv(image.python, cell.engine, cell.knobs, cell.model.path, CONTAINER_PORT, host="0.0.0.0")
         engine = EngineContainer(
-            image=image.tag, argv=argv, env=env_vars, log_path=engine_log, port=port,
+            image=image.tag, argv=argv, env=env_vars, log_path=engine_log, port=port, cpus=cpus,
             labels={LABEL_SWEEP: runtime.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: runtime.owner} if runtime.owner else {}),
             mounts=[cell.model.path, *_hf_cache()],
             # CPU engines take no device request, even when Ray hands out logical GPUs.
@@ -99,7 +101,8 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
                        kv_transfer=lmc.kv_transfer if lmc else None)
     if gpu_ids:
         env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
-    engine = EngineProcess(argv=argv, env=env_vars | (lmc.env if lmc else {}), log_path=engine_log, port=port)
+    engine = EngineProcess(argv=argv, env=env_vars | (lmc.env if lmc else {}), log_path=engine_log, port=port,
+                           cpus=cpus)
     return engine, env.fingerprint, lmc
 
 

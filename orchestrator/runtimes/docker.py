@@ -21,6 +21,7 @@ from filelock import FileLock
 from images.build import BuiltImage, ImageBuildError, ImageOptions, build_image, client, image_packages
 from images.recipe import EngineRecipe, patch_files
 from orchestrator.paths import cache_dir
+from orchestrator.runtimes.affinity import format_cpulist
 from orchestrator.runtimes.local import EnvBuildError, owner_gone, owner_id, wait_healthy
 from orchestrator.runtimes.signature import error_signature
 
@@ -110,6 +111,7 @@ class EngineContainer:
     mounts: list[str] = field(default_factory=list)  # host paths, mounted read-only at the same path
     gpu_ids: list[str] = field(default_factory=list)  # Ray's ids; empty: no GPU device request
     shm_size: str = "2g"
+    cpus: tuple[int, ...] = ()  # --cpuset-cpus (runtimes/affinity.py); () = all
     container: Any = None
     returncode: int | None = None
     _pump: threading.Thread | None = field(default=None, repr=False)
@@ -141,6 +143,7 @@ class EngineContainer:
                 labels={LABEL_OWNER: owner_label(), **self.labels},
                 name=f"vmatrix-{self.labels.get(LABEL_CELL, 'engine')[:12]}-{self.port}",
                 ipc_mode="private",
+                **({"cpuset_cpus": format_cpulist(self.cpus)} if self.cpus else {}),
             )
         except docker.errors.APIError as exc:
             # Recorded as the engine's failure to start, in the daemon's words.

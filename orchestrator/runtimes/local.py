@@ -18,8 +18,8 @@ import socket
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from images.recipe import (
     wheel_path,
 )
 from orchestrator.paths import cache_dir
+from orchestrator.runtimes.affinity import format_cpulist
 from orchestrator.runtimes.signature import error_signature
 
 _MARKER = "vmatrix-env.json"
@@ -273,6 +274,15 @@ def _die_with_parent() -> None:
         pass
 
 
+def _engine_preexec(cpus: tuple[int, ...]) -> Callable[[], None]:
+    def preexec() -> None:
+        _die_with_parent()
+        if cpus:  # inherited by every process the engine spawns
+            os.sched_setaffinity(0, cpus)
+
+    return preexec
+
+
 # PR_SET_PDEATHSIG follows the forking thread, not the process: an engine restarted
 # from asyncio.to_thread was SIGKILLed the moment asyncio.run shut its pool down,
 # right after a replay that it had served in full (a cell recorded `crashed`). Every
@@ -403,6 +413,7 @@ class EngineProcess:
     log_path: Path
     port: int
     health_path: str = "/health"
+    cpus: tuple[int, ...] = ()  # bind the engine to these host CPUs (runtimes/affinity.py); () = all
     proc: subprocess.Popen[bytes] | None = None
     _log: Any = field(default=None, repr=False)
     _log_offset: int = field(default=0, repr=False)
@@ -417,6 +428,8 @@ class EngineProcess:
         self._log_offset = self._log.tell()
         # A restart appends: start its command line on a line of its own.
         self._log.write(("\n" if self._log_offset else "").encode() + ("$ " + " ".join(self.argv) + "\n").encode())
+        if self.cpus:
+            self._log.write(f"# bound to CPUs {format_cpulist(self.cpus)}\n".encode())
         self._log.flush()
         self.proc = _spawn(
             self.argv,
@@ -425,7 +438,7 @@ class EngineProcess:
             stdin=subprocess.DEVNULL,
             env=_engine_environ(self.env),
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_engine_preexec(self.cpus),
         )
 
     def alive(self) -> bool:
