@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli_bisect import bisect
-from orchestrator.cli_common import DbOpt, console, fail, open_store
+from orchestrator.cli_common import DbOpt, console, fail, open_for_reading, open_store
 from orchestrator.cli_images import images_app
 from orchestrator.cli_noise import results_noise
 from orchestrator.cli_regrade import results_regrade
@@ -189,11 +189,11 @@ def results_table(
     sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None,
 ) -> None:
     """The lookup table: verdict and detail of the latest run of every cell."""
-    from db.queries import lookup_table, render_table
+    from db.table import lookup_table, render_table
 
     if fmt not in ("text", "json", "markdown"):
         fail(f"--format: '{fmt}' is not one of text, json, markdown")
-    table = lookup_table(open_store(db), rows.split(","), cols.split(","), sweep_id=sweep)
+    table = lookup_table(open_for_reading(db), rows.split(","), cols.split(","), sweep_id=sweep)
     out = render_table(table, fmt)  # type: ignore[arg-type]
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
 

@@ -12,6 +12,7 @@ from rich.text import Text
 from orchestrator.paths import default_db
 
 if TYPE_CHECKING:
+    from db.reads import Readable
     from db.store import Store
 
 console = Console()
@@ -41,3 +42,17 @@ def open_store(db: str | Path | None) -> Store:
         return Store.open(db or default_db())
     except StoreError as exc:
         fail(str(exc))
+
+
+def open_for_reading(db: str | Path | None) -> Readable:
+    """What the read-only commands `results table` and `results compare` read from.
+
+    A SQLite store already at the newest migration is read with the standard library's
+    sqlite3 (``db/reads.py``): importing SQLAlchemy would cost those commands more than
+    their queries. Anything else (PostgreSQL, a store to create or to migrate, a file
+    that is not a store) goes through :func:`open_store`, as every other command does.
+    """
+    from db.reads import open_sqlite_at_head
+
+    found = open_sqlite_at_head(db or default_db())
+    return found if found is not None else open_store(db)
