@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +22,10 @@ from db.reads import CellResult, Readable, cell_results, prefix_hit_rates
 
 SIGNATURE_WIDTH = 80
 RENDER_WIDTH = 10_000  # text tables wider than this wrap their cells
+# A table cell with more results than this shows counts per result instead of listing
+# each one: a lookup table is read at a glance, and hundreds of joined results (a large
+# sweep's knob combinations folded into one cell) are not. `--full` lists them all.
+LISTED_RESULTS = 4
 
 
 @dataclass
@@ -79,12 +83,28 @@ def _cell_text(cell: CellResult, hit_rate: float | None) -> str:
     return f"{label} ({detail})" if detail else label
 
 
-def lookup_table(source: Readable, rows: list[str], cols: list[str], sweep_id: int | None = None) -> Table:
+def _summary_text(cells: list[CellResult]) -> str:
+    """``312 clean · 188 corrupt · 3 crashed``, most frequent first (ties by name, so the
+    text does not depend on the order runs were recorded in), then the most frequent
+    failure signature, if any run failed with one."""
+    counts = Counter(cell.result for cell in cells)
+    text = " · ".join(f"{n} {name}" for name, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    failures = Counter(c.signature for c in cells if c.run_id is not None and c.status != "ok" and c.signature)
+    if failures:
+        # Ties go to the signature seen first, i.e. of the cell created first.
+        signature, n = failures.most_common(1)[0]
+        text += f"; most frequent failure ({n}x): {_truncate(signature)}"
+    return text
+
+
+def lookup_table(source: Readable, rows: list[str], cols: list[str], sweep_id: int | None = None,
+                 full: bool = False) -> Table:
     """Latest result of every cell (of one sweep, or of all), laid out by the named axes.
 
     Each axis name is ``engine``, ``model`` or a knob name. A cell's latest run counts even
     when an earlier or later sweep recorded it: cells are content-addressed, so it is the
-    same experiment.
+    same experiment. A table cell holding more than :data:`LISTED_RESULTS` results shows
+    a summary (:func:`_summary_text`) unless ``full``.
     """
     cells = cell_results(source, sweep_id, with_timings=False)
     # Cells with the same knobs text share one knobs dict (cell_results), so the headers
@@ -97,12 +117,20 @@ def lookup_table(source: Readable, rows: list[str], cols: list[str], sweep_id: i
         if found is None:
             found = headers[key] = (_header(cell, rows), _header(cell, cols))
         placed.append((*found, cell))
-    hit_rates = prefix_hit_rates(source, (c.run_id for c in cells if c.run_id is not None))
-    parts: dict[tuple[str, str], list[str]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
     for row, col, cell in placed:
-        run_id = cell.run_id
-        parts[row, col].append(_cell_text(cell, hit_rates.get(run_id) if run_id is not None else None))
-    texts = {key: " / ".join(values) for key, values in parts.items()}
+        groups[row, col].append(cell)
+    listed = {key for key, group in groups.items() if full or len(group) <= LISTED_RESULTS}
+    # Hit rates only where results are listed one by one: a summary does not show them.
+    hit_rates = prefix_hit_rates(
+        source, (c.run_id for key in listed for c in groups[key] if c.run_id is not None))
+    texts: dict[tuple[str, str], str] = {}
+    for key, group in groups.items():
+        if key in listed:
+            texts[key] = " / ".join(
+                _cell_text(c, hit_rates.get(c.run_id) if c.run_id is not None else None) for c in group)
+        else:
+            texts[key] = _summary_text(group)
     # Headers in first-seen order, which follows the order the cells were added.
     return Table(
         row_keys=list(rows),

@@ -297,6 +297,44 @@ def test_lookup_table(store: Store, sweep: int) -> None:
         render_table(table, "html")  # type: ignore[arg-type]
 
 
+def test_lookup_table_summarises_crowded_cells(store: Store, sweep: int, db_url: str) -> None:
+    """A table cell of more than LISTED_RESULTS results shows counts per result and the
+    most frequent failure; --full (full=True) lists them all, as small cells always are."""
+    signature = "EngineCore died: " + "y" * 100
+    crowd = [make_cell(NEW, prefix_caching=False, block_size=16 * (i + 1)) for i in range(6)]
+    alone = make_cell(OLD, prefix_caching=False)
+    for cell in (*crowd, alone):
+        store.add_cell(sweep, cell)
+    for cell, verdict in zip(crowd[:4], ("clean", "clean", "corrupt", "clean")):
+        store.record_grade(store.record_run(sweep, outcome(cell)), Grade(verdict, "-"))  # type: ignore[arg-type]
+    store.record_run(sweep, outcome(crowd[4], status="crashed", signature="other failure"))
+    store.record_run(sweep, outcome(crowd[5], status="crashed", signature=signature))
+    store.record_run(sweep, outcome(alone, status="crashed", signature=signature))
+    for finished_at in (120.0, 130.0):  # crowd[5] again, twice: its latest run counts, once
+        store.record_run(sweep, outcome(crowd[5], finished_at=finished_at, status="crashed", signature=signature))
+
+    table = lookup_table(store, rows=["engine"], cols=["prefix_caching"], sweep_id=sweep)
+    assert table.cells[NEW.label, "off"] == "3 clean · 2 crashed · 1 corrupt; most frequent failure (1x): " \
+                                           "other failure"
+    assert table.cells[OLD.label, "off"] == f"crashed ({signature[:79]}…)"  # one result: listed as before
+    full = lookup_table(store, rows=["engine"], cols=["prefix_caching"], sweep_id=sweep, full=True)
+    listed = full.cells[NEW.label, "off"].split(" / ")
+    assert listed[:4] == ["clean (prefix hit 50%)", "clean (prefix hit 50%)", "corrupt (prefix hit 50%)",
+                          "clean (prefix hit 50%)"]
+    assert listed[4:] == ["crashed (other failure)", f"crashed ({signature[:79]}…)"]
+    assert full.cells[OLD.label, "off"] == table.cells[OLD.label, "off"]
+
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    argv = ["results", "table", "--db", db_url, "--cols", "prefix_caching", "--format", "json"]
+    for extra, expected in (([], table), (["--full"], full)):
+        out = CliRunner().invoke(app, [*argv, *extra])
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout) == json.loads(render_table(expected, "json"))
+
+
 def test_sqlite_read_path_needs_a_store_at_head(store: Store, db_url: str) -> None:
     """`results table`/`compare` read a SQLite store at head with sqlite3 alone, and the
     same queries through Store give the same answers; anything else goes to Store.open."""
