@@ -30,12 +30,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
-
-from db.models import RunSampleRow
-from db.queries import PREFIX_HITS, PREFIX_QUERIES, CellResult, _chunks, cell_results, knob_text, metric_totals_for
+from db.reads import PREFIX_HITS, PREFIX_QUERIES, CellResult, Readable, cell_results, counter_texts, sample_rows
 from db.samples import RunSamples, SamplesDecoder, counter_totals, decode_tps  # noqa: F401 - decode_tps re-exported
-from db.store import Store
+from db.table import knob_text
+
+# This module imports no SQLAlchemy: `results compare` reads through db/reads.py.
 
 try:  # numpy turns the bootstrap into a few matrix products; without it, plain Python.
     import numpy as _np
@@ -56,7 +55,7 @@ ENGINE_KEYS = ("engine", "vllm", "model")
 # --- per-request samples ------------------------------------------------------------
 
 
-def load_samples(store: Store, run_ids: Iterable[int]) -> dict[int, RunSamples]:
+def load_samples(source: Readable, run_ids: Iterable[int]) -> dict[int, RunSamples]:
     """Per run, the samples of its requests in recorded order, read in bulk.
 
     Equal to ``RunSamples.from_records(store.requests_for(run))`` (the tests hold them to
@@ -64,16 +63,8 @@ def load_samples(store: Store, run_ids: Iterable[int]) -> dict[int, RunSamples]:
     its request rows: comparing two large groups would otherwise read every wide request
     row of both. Runs without requests are absent.
     """
-    t = RunSampleRow
     decoder = SamplesDecoder()
-    out: dict[int, RunSamples] = {}
-    with store.engine.connect() as conn:
-        for chunk in _chunks(run_ids):
-            for run_id, keys, phases, ttft, decode in conn.execute(
-                select(t.run_id, t.keys, t.phases, t.ttft_s, t.decode_tps).where(t.run_id.in_(chunk), t.requests > 0)
-            ):
-                out[run_id] = decoder.samples(keys, phases, ttft, decode)
-    return out
+    return {run_id: decoder.samples(*row) for run_id, row in sample_rows(source, run_ids).items()}
 
 
 def matched(baseline: RunSamples, candidate: RunSamples, metric: str) -> tuple[Sequence[float], Sequence[float]]:
@@ -365,17 +356,41 @@ class CellFilter:
         return f"{self.key}={self.value}"
 
 
-def _pair_key(cell: CellResult, keys: set[str]) -> str:
+_KEY_TEXT = json.JSONEncoder(sort_keys=True, default=str)  # json.dumps builds one per call
+
+
+class _KnobKeys:
+    """The knobs part of pair keys: the knobs not compared, as sorted JSON text (which
+    tells apart exactly what the stored JSON does: 1, 1.0 and true are three values).
+
+    Worked out once per knobs dict, not once per cell: cells with the same knobs text
+    share one dict (``db.reads.cell_results``) and the cells list keeps them alive, so
+    an id names one dict. Half the work of a json.dumps per cell, and str keys cache
+    their hash for the lookups that follow.
+    """
+
+    def __init__(self, keys: set[str]) -> None:
+        self.keys = keys
+        self.by_dict: dict[int, str] = {}
+
+    def __call__(self, knobs: dict[str, Any]) -> str:
+        found = self.by_dict.get(id(knobs))
+        if found is None:
+            rest = {k: v for k, v in knobs.items() if k not in self.keys}
+            found = self.by_dict[id(knobs)] = _KEY_TEXT.encode(rest)
+        return found
+
+
+def _pair_key(cell: CellResult, keys: set[str], knob_key: _KnobKeys) -> tuple[Any, ...]:
     """What must agree for two cells to be a pair: everything the filters do not name."""
     if "engine" in keys:
         engine: Any = None
     elif "vllm" in keys:  # other releases: same distribution and add-ons
-        engine = [cell.accelerator, cell.patches, cell.lmcache]
+        engine = (cell.accelerator, cell.patches, cell.lmcache)
     else:
         engine = cell.engine
     model = None if "model" in keys else cell.model_digest
-    knobs = {k: v for k, v in cell.knobs.items() if k not in keys}
-    return json.dumps([engine, model, cell.workload_digest, knobs], sort_keys=True, default=str)
+    return engine, model, cell.workload_digest, knob_key(cell.knobs)
 
 
 @dataclass
@@ -402,21 +417,24 @@ def pair_cells(cells: Sequence[CellResult], baseline: Sequence[CellFilter],
     if unknown := sorted(keys - known):
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; use one of {', '.join(sorted(known))}")
     result = Pairing()
-    sides: tuple[dict[str, CellResult], dict[str, CellResult]] = ({}, {})
+    base: dict[Any, CellResult] = {}
+    cand: dict[Any, CellResult] = {}
+    knob_key = _KnobKeys(keys)
     for cell in cells:  # in creation order, so later cells replace earlier ones
         in_base = all(f.matches(cell) for f in baseline)
         in_cand = all(f.matches(cell) for f in candidate)
         if in_base and in_cand:
             raise ValueError(f"cell {cell.cell_id} matches both --baseline and --candidate")
-        for side, (chosen, losers) in enumerate(
-            ((in_base, result.unpaired_baseline), (in_cand, result.unpaired_candidate))
-        ):
-            if chosen:
-                previous = sides[side].get(key := _pair_key(cell, keys))
-                if previous is not None:
-                    losers.append(previous)
-                sides[side][key] = cell
-    base, cand = sides
+        if in_base:
+            side, losers = base, result.unpaired_baseline
+        elif in_cand:
+            side, losers = cand, result.unpaired_candidate
+        else:
+            continue
+        previous = side.get(key := _pair_key(cell, keys, knob_key))
+        if previous is not None:
+            losers.append(previous)
+        side[key] = cell
     result.pairs = [(cell, cand[key]) for key, cell in base.items() if key in cand]
     result.unpaired_baseline += [cell for key, cell in base.items() if key not in cand]
     result.unpaired_candidate += [cell for key, cell in cand.items() if key not in base]
@@ -513,8 +531,18 @@ def compare_sides(
     decode_pairs = [matched(b.samples, c.samples, "decode_tps") for b, c in pairs]
     ttft, ttft_all = ratio_intervals(ttft_pairs, resamples, seed, level)
     decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level)
+    # Runs of one comparison often recorded the same counters (compare_groups hands such
+    # sides one shared dict): each distinct dict's rates are worked out once.
+    known: dict[int, Rates] = {}
+
+    def rates_of(totals: Mapping[str, float]) -> Rates:
+        found = known.get(id(totals))
+        if found is None:
+            found = known[id(totals)] = rates(totals)
+        return found
+
     results = [
-        PairResult(label, b.cell_id, c.cell_id, b.result, c.result, t, d, rates(b.totals), rates(c.totals))
+        PairResult(label, b.cell_id, c.cell_id, b.result, c.result, t, d, rates_of(b.totals), rates_of(c.totals))
         for (b, c), label, t, d in zip(pairs, _labels(pairs), ttft, decode)
     ]
     return Comparison(
@@ -534,7 +562,7 @@ def compare_sides(
 
 
 def compare_groups(
-    store: Store,
+    source: Readable,
     baseline: Sequence[CellFilter],
     candidate: Sequence[CellFilter],
     sweep_id: int | None = None,
@@ -543,14 +571,25 @@ def compare_groups(
     level: float = DEFAULT_LEVEL,
 ) -> Comparison:
     """Select, pair and compare cells of the store (of one sweep, or all), latest runs."""
-    pairing = pair_cells(cell_results(store, sweep_id, with_timings=False), baseline, candidate)
+    pairing = pair_cells(cell_results(source, sweep_id, with_timings=False), baseline, candidate)
     run_ids = [cell.run_id for pair in pairing.pairs for cell in pair if cell.run_id is not None]
-    samples = load_samples(store, run_ids)
-    totals = metric_totals_for(store, run_ids)
+    samples = load_samples(source, run_ids)
+    # Counters decoded once per distinct text; sides with the same text share the dict.
+    decoded: dict[str, dict[str, float]] = {}
+    totals: dict[int, dict[str, float]] = {}
+    for run_id, raw in counter_texts(source, run_ids).items():
+        if isinstance(raw, str):
+            found = decoded.get(raw)
+            if found is None:
+                found = decoded[raw] = json.loads(raw)
+            raw = found
+        if raw:
+            totals[run_id] = raw
+    empty = RunSamples()
 
     def side(cell: CellResult) -> Side:
         run = cell.run_id
-        found = samples.get(run, RunSamples()) if run is not None else RunSamples()
+        found = samples.get(run, empty) if run is not None else empty
         return Side(cell.cell_id, cell.engine, cell.knobs, run, cell.result, found, totals.get(run, {}) if run else {})
 
     return compare_sides(

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli_common import DbOpt, console, err, fail, open_store
+from orchestrator.cli_common import DbOpt, console, err, fail, open_for_reading, open_store
 
 if TYPE_CHECKING:
     from db.compare import Comparison, Interval, PairResult, Rates
@@ -141,7 +141,7 @@ def compare(
         fail(f"--format: '{fmt}' is not one of text, json")
     try:
         result = compare_groups(
-            open_store(db),
+            open_for_reading(db),
             [CellFilter.parse(t) for t in baseline],
             [CellFilter.parse(t) for t in candidate],
             sweep_id=sweep,

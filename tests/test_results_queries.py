@@ -12,6 +12,8 @@ import csv
 import json
 import math
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -573,3 +575,25 @@ def test_bulk_samples_equal_samples_of_records(store: Store) -> None:
     assert samples[run].decode_tps[1:5] == (None, None, None, None) and samples[run].ttft_s[1] is None
     first = requests[0]
     assert samples[run].decode_tps[0] == pytest.approx(23 / (first.e2e_s - first.ttft_s))  # type: ignore[operator]
+
+
+def test_read_commands_do_not_import_sqlalchemy(store: Store, db_url: str) -> None:
+    """`results table` and `results compare` on a SQLite store at head read it with sqlite3
+    alone (db/reads.py): importing SQLAlchemy would cost them more than their queries."""
+    if "://" in db_url:
+        pytest.skip("PostgreSQL stores are read through SQLAlchemy")
+    build_sweep(store)
+    code = f"""
+import sys
+from typer.testing import CliRunner
+from orchestrator.cli import app
+for argv in (["results", "table", "--db", {db_url!r}],
+             ["results", "compare", "--db", {db_url!r}, "--baseline", "vllm=0.31.0", "--candidate", "vllm=0.32.0"]):
+    out = CliRunner().invoke(app, argv)
+    assert out.exit_code == 0, out.output
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "alembic")))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
