@@ -243,7 +243,7 @@ def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: boo
         else:
             parsed = raw
         verdict = row[15]
-        out.append(CellResult(*row[:10], parsed, *row[11:15], LEGACY_VERDICTS.get(verdict, verdict),
+        out.append(CellResult(*row[:10], parsed, *row[11:15], LEGACY_VERDICTS.get(verdict, verdict),  # type: ignore[call-arg]
                               *row[16:20], _json(row[20]) if row[20] is not None else None))
     return out
 

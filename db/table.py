@@ -112,10 +112,10 @@ def lookup_table(source: Readable, rows: list[str], cols: list[str], sweep_id: i
     headers: dict[tuple[str, str, int], tuple[str, str]] = {}
     placed = []
     for cell in cells:
-        key = (cell.engine, cell.model_name, id(cell.knobs))
-        found = headers.get(key)
+        same = (cell.engine, cell.model_name, id(cell.knobs))
+        found = headers.get(same)
         if found is None:
-            found = headers[key] = (_header(cell, rows), _header(cell, cols))
+            found = headers[same] = (_header(cell, rows), _header(cell, cols))
         placed.append((*found, cell))
     groups: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
     for row, col, cell in placed:
