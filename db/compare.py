@@ -277,17 +277,20 @@ def _lerp(a: Any, b: Any, t: float) -> Any:
     return a + (b - a) * t if t < 0.5 else b - (b - a) * (1 - t)
 
 
-def _row_quantiles(rows: Any, tails: tuple[float, float]) -> tuple[Any, Any]:
+def _row_quantiles(rows: Any, tails: tuple[float, float]) -> tuple[Any, Any, Any]:
     """Per row, the ``tails`` quantiles as ``np.quantile(rows, q, axis=1)`` computes them
-    (linear interpolation between order statistics).
+    (linear interpolation between order statistics), and whether the row is usable: all
+    values finite and positive (a zero-sum resample gives NaN, or inf from n/0).
 
     A full sort of each row, not ``np.partition`` of just the four order statistics
     needed: numpy 2's float32 sort is vectorised (x86-simd-sort) and measured 3-5x
-    faster than partitioning here (5,000 rows of 1,000: ~0.03 s against ~0.15 s).
+    faster than partitioning here (5,000 rows of 1,000: ~0.03 s against ~0.15 s). The
+    sorted rows also answer "usable" from their ends (NaN sorts last).
     """
     np = _np
     n = rows.shape[1]
     ordered = np.sort(rows, axis=1)
+    usable = (ordered[:, 0] > 0) & np.isfinite(ordered[:, -1])
     out = []
     for q in tails:
         pos = q * (n - 1)
@@ -295,7 +298,7 @@ def _row_quantiles(rows: Any, tails: tuple[float, float]) -> tuple[Any, Any]:
         a = ordered[:, lo].astype(np.float64)
         b = ordered[:, min(lo + 1, n - 1)].astype(np.float64)
         out.append(_lerp(a, b, pos - lo))
-    return out[0], out[1]
+    return out[0], out[1], usable
 
 
 def _python_replicates(groups: dict[int, list[int]], pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
@@ -396,12 +399,12 @@ def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], g
             weights = _request_weights(seed, m, resamples)
             ratios = c.astype(np.float32) @ weights
             ratios /= b.astype(np.float32) @ weights
-            # A pair with a zero-sum resample has no usable interval (NaN, or inf from n/0).
-            ok = np.isfinite(ratios).all(axis=1) & (ratios > 0).all(axis=1)
+            low, high, ok = _row_quantiles(ratios, tails)
+        # A pair with a zero-sum resample has no usable interval.
         if not ok.all():
-            index, ratios = index[ok], ratios[ok]
+            index, ratios, low, high = index[ok], ratios[ok], low[ok], high[ok]
         usable[index] = True
-        lows[index], highs[index] = _row_quantiles(ratios, tails)
+        lows[index], highs[index] = low, high
         replicates.append((index, ratios))
 
     per_pair = [

@@ -184,6 +184,10 @@ class CellResult:
 _CELL_FIELDS = tuple(f.name for f in fields(CellResult))
 
 
+def _creation_order(row: tuple[Any, ...]) -> tuple[Any, Any]:
+    return row[21], row[0]
+
+
 def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: bool = False,
                  with_timings: bool = True) -> list[CellResult]:
     """Every cell (of one sweep, or all) with its latest run and that run's newest grade.
@@ -215,21 +219,25 @@ def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: boo
     if sweep_id is not None:
         sweep_join = "JOIN sweep_cells ON sweep_cells.cell_id = cells.id AND sweep_cells.sweep_id = ?"
         params.append(sweep_id)
-    # The columns are CellResult's fields, in order.
+    # The columns are CellResult's fields, in order, then the cell's creation time.
     sql = f"""
         SELECT cells.id, {"sweep_cells.role" if sweep_id is not None else "NULL"}, cells.engine_label,
                cells.vllm_version, cells.accelerator, cells.patches, cells.lmcache, cells.model_name,
                cells.model_digest, cells.workload_digest, cells.knobs, cells.control_id,
                runs.id, runs.sweep_id, runs.status, grades.verdict, grades.summary, runs.signature,
-               runs.message, runs.log_path, {"runs.timings" if with_timings else "NULL"}
+               runs.message, runs.log_path, {"runs.timings" if with_timings else "NULL"}, cells.created_at
         FROM cells
         LEFT OUTER JOIN runs ON runs.id = ({latest} ORDER BY {order} LIMIT 1)
         LEFT OUTER JOIN grades ON grades.id = (SELECT max(g2.id) FROM grades AS g2 WHERE g2.run_id = runs.id)
         {sweep_join}
-        ORDER BY cells.created_at, cells.id
     """
     with source.reader() as rc:
         rows = rc.rows(sql, params)
+    # In creation order (ties by id), sorted here rather than by ORDER BY: there is no
+    # index on created_at, and SQLite's sorter copied every wide row into a temporary
+    # B-tree (0.08 of 0.2 s on 10,000 cells). Ids are hex digests, so Python's string
+    # order is every database's.
+    rows.sort(key=_creation_order)
     # Knob sets repeat across engines: each distinct text is parsed once, and cells with
     # the same text share one dict (callers must not mutate it).
     knobs: dict[str, dict[str, Any]] = {}
