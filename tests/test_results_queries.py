@@ -612,8 +612,8 @@ def test_int32_pair_draws_are_numpys_default_draws() -> None:
     np = pytest.importorskip("numpy")
     for p in (2, 7, 1000, 5003, 70_000):
         wide = np.random.default_rng([0, 1, p]).integers(0, p, size=(50, p))
-        narrow = compare_mod._pair_draws(0, p, 50)
-        assert narrow.dtype == np.int32 and (wide == narrow).all()
+        flat = compare_mod._pair_draws(0, p, 50)  # flat indices into a (p x 50) matrix
+        assert flat.dtype == np.int32 and (flat // 50 == wide).all() and (flat % 50 == np.arange(50)[:, None]).all()
 
 
 def test_read_commands_do_not_import_sqlalchemy(store: Store, db_url: str) -> None:
