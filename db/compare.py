@@ -234,7 +234,9 @@ T = TypeVar("T")
 
 
 def _shared(make: Callable[..., T]) -> Callable[..., T]:
-    cached = functools.lru_cache(maxsize=2)(make)  # per metric of one comparison; tens of MB each
+    # A comparison needs one entry per request count (weights, small) or one in all (the
+    # stage-two indices, tens of MB at 5,000 pairs): a few entries, kept small.
+    cached = functools.lru_cache(maxsize=4)(make)
 
     def get(*args: Any) -> T:
         with _SHARED_LOCK:
