@@ -239,20 +239,24 @@ def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: boo
     # order is every database's.
     rows.sort(key=_creation_order)
     # Knob sets repeat across engines: each distinct text is parsed once, and cells with
-    # the same text share one dict (callers must not mutate it).
+    # the same text share one dict (callers must not mutate it). Each result is built
+    # from its row as is, then the columns that need decoding are replaced: one slice
+    # instead of four, at 10,000 rows.
     knobs: dict[str, dict[str, Any]] = {}
     out = []
     for row in rows:
-        raw = row[10]
+        cell = CellResult(*row[:21])  # type: ignore[call-arg]
+        raw = cell.knobs
         if isinstance(raw, str):
             parsed = knobs.get(raw)
             if parsed is None:
                 parsed = knobs[raw] = json.loads(raw)
-        else:
-            parsed = raw
-        verdict = row[15]
-        out.append(CellResult(*row[:10], parsed, *row[11:15], LEGACY_VERDICTS.get(verdict, verdict),  # type: ignore[call-arg]
-                              *row[16:20], _json(row[20]) if row[20] is not None else None))
+            cell.knobs = parsed
+        if cell.verdict in LEGACY_VERDICTS:
+            cell.verdict = LEGACY_VERDICTS[cell.verdict]
+        if cell.timings is not None:
+            cell.timings = _json(cell.timings)
+        out.append(cell)
     return out
 
 

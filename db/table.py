@@ -107,12 +107,18 @@ def lookup_table(source: Readable, rows: list[str], cols: list[str], sweep_id: i
     a summary (:func:`_summary_text`) unless ``full``.
     """
     cells = cell_results(source, sweep_id, with_timings=False)
-    # Cells with the same knobs text share one knobs dict (cell_results), so the headers
-    # are worked out once per engine, model and knob set, not once per cell.
-    headers: dict[tuple[str, str, int], tuple[str, str]] = {}
+    # Headers are worked out once per distinct combination of axis values, not once per
+    # cell: the knob axes' texts once per knobs dict (cells with the same knobs text
+    # share one, cell_results), then the headers once per engine, model and those texts.
+    knob_axes = [name for name in (*rows, *cols) if name not in ("engine", "model")]
+    axis_texts: dict[int, tuple[str, ...]] = {}
+    headers: dict[tuple[str, str, tuple[str, ...]], tuple[str, str]] = {}
     placed = []
     for cell in cells:
-        same = (cell.engine, cell.model_name, id(cell.knobs))
+        values = axis_texts.get(id(cell.knobs))
+        if values is None:
+            values = axis_texts[id(cell.knobs)] = tuple(knob_text(cell.knobs.get(name)) for name in knob_axes)
+        same = (cell.engine, cell.model_name, values)
         found = headers.get(same)
         if found is None:
             found = headers[same] = (_header(cell, rows), _header(cell, cols))
