@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli_bisect import bisect
-from orchestrator.cli_common import DbOpt, console, fail, open_for_reading, open_store
+from orchestrator.cli_common import DbOpt, console, fail, gc_paused, open_for_reading, open_store
 from orchestrator.cli_images import images_app
 from orchestrator.cli_noise import results_noise
 from orchestrator.cli_regrade import results_regrade
@@ -196,8 +196,9 @@ def results_table(
 
     if fmt not in ("text", "json", "markdown"):
         fail(f"--format: '{fmt}' is not one of text, json, markdown")
-    table = lookup_table(open_for_reading(db), rows.split(","), cols.split(","), sweep_id=sweep, full=full)
-    out = render_table(table, fmt)  # type: ignore[arg-type]
+    with gc_paused():
+        table = lookup_table(open_for_reading(db), rows.split(","), cols.split(","), sweep_id=sweep, full=full)
+        out = render_table(table, fmt)  # type: ignore[arg-type]
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
 
 

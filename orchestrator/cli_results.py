@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli_common import DbOpt, console, err, fail, open_for_reading, open_store
+from orchestrator.cli_common import DbOpt, console, err, fail, gc_paused, open_for_reading, open_store
 
 if TYPE_CHECKING:
     from db.compare import Comparison, Interval, PairResult, Rates
@@ -147,24 +147,25 @@ def compare(
 
     if fmt not in ("text", "json"):
         fail(f"--format: '{fmt}' is not one of text, json")
-    try:
-        result = compare_groups(
-            open_for_reading(db),
-            [CellFilter.parse(t) for t in baseline],
-            [CellFilter.parse(t) for t in candidate],
-            sweep_id=sweep,
-            resamples=resamples,
-            seed=seed,
-        )
-    except ValueError as exc:
-        fail(str(exc))
-        raise  # unreachable
-    if not result.pairs and not result.unpaired_baseline and not result.unpaired_candidate:
-        fail("no cell matches --baseline or --candidate")
-    if fmt == "json":
-        sys.stdout.write(json.dumps(dataclasses.asdict(result), indent=2, ensure_ascii=False) + "\n")
-    else:
-        _print_comparison(result, pairs)
+    with gc_paused():
+        try:
+            result = compare_groups(
+                open_for_reading(db),
+                [CellFilter.parse(t) for t in baseline],
+                [CellFilter.parse(t) for t in candidate],
+                sweep_id=sweep,
+                resamples=resamples,
+                seed=seed,
+            )
+        except ValueError as exc:
+            fail(str(exc))
+            raise  # unreachable
+        if not result.pairs and not result.unpaired_baseline and not result.unpaired_candidate:
+            fail("no cell matches --baseline or --candidate")
+        if fmt == "json":
+            sys.stdout.write(json.dumps(dataclasses.asdict(result), indent=2, ensure_ascii=False) + "\n")
+        else:
+            _print_comparison(result, pairs)
 
 
 @results_extra.command("export")

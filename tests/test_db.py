@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 from collections.abc import Iterator
@@ -333,6 +334,7 @@ def test_lookup_table_summarises_crowded_cells(store: Store, sweep: int, db_url:
         out = CliRunner().invoke(app, [*argv, *extra])
         assert out.exit_code == 0, out.output
         assert json.loads(out.stdout) == json.loads(render_table(expected, "json"))
+    assert gc.isenabled()  # the command pauses the collector for its body only (cli_common.gc_paused)
 
 
 def test_sqlite_read_path_needs_a_store_at_head(store: Store, db_url: str) -> None:

@@ -9,6 +9,7 @@ the expected ratios are known exactly (e.g. a candidate decoding at precisely 2x
 from __future__ import annotations
 
 import csv
+import gc
 import json
 import math
 import random
@@ -476,6 +477,7 @@ def test_cli_commands(store: Store, db_url: str, tmp_path: Path) -> None:
     assert "clean → crashed" in out.output and "control → corrupt" in out.output and "- → 52%" in out.output
     assert "all 4 pairs (geometric mean)" in out.output and "2 changed" in out.output
     assert "listed" not in out.output  # 4 pairs: all listed
+    assert gc.isenabled()  # paused for the command's body only (cli_common.gc_paused)
 
     # Listed: changed results first (2 here), then the largest change; the summary covers all 4.
     out = runner.invoke(app, ["results", "compare", "--db", db, "--baseline", "prefix_caching=off",
