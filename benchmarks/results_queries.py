@@ -10,14 +10,18 @@ requests. A ``--db`` made by an older version is upgraded first (migration 0003 
 ``--repeat``, wall clock and this process's CPU time:
 
 * ``lookup_table`` over all 10,000 cells (engine rows x prefix_caching, speculative),
-  and for the sweep;
+  for the sweep, and with ``full`` (every result listed);
 * ``compare_groups`` of engine A vs engine B: 5,000 pairs, 1,000 bootstrap resamples
-  per pair, plus the overall interval; and its parts (the cells, the per-request
-  samples, the counters, the statistics alone);
+  per pair, plus the overall interval; and its parts (the cells, the pairing, the
+  per-request samples as stored and decoded, the counters, the statistics alone);
 * the two CLI commands end to end as a user runs them (a fresh Python process each,
-  wall clock and the child's CPU time): ``vmatrix results table`` and ``vmatrix results
-  compare`` (which lists 40 of the 5,000 pairs, as it does by default), and before them
-  the interpreter start and CLI imports alone.
+  wall clock and the child's CPU time): ``vmatrix results table`` (and ``--full``) and
+  ``vmatrix results compare`` (which lists 40 of the 5,000 pairs, as it does by
+  default), and before them the interpreter start and CLI imports alone.
+
+The in-process reads go through what the CLI reads through: stdlib sqlite3 on the
+store file (``db.reads.SqliteFile``, the store being at head after opening it), not
+SQLAlchemy (``db/reads.py`` says why).
 
 Synthetic data, not engine runs: the numbers say how fast the queries are, nothing
 about any engine. Results are written up in ``docs/BENCHMARKS.md``.
@@ -49,11 +53,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import func, insert, select  # noqa: E402
 
-from db.compare import CellFilter, Side, compare_groups, compare_sides, load_samples  # noqa: E402
+from db.compare import (  # noqa: E402
+    CellFilter,
+    Side,
+    compare_groups,
+    compare_sides,
+    load_packed_samples,
+    load_samples,
+    pair_cells,
+)
 from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, RunSampleRow, SweepCell  # noqa: E402
-from db.queries import cell_results, lookup_table, metric_totals_for  # noqa: E402
+from db.reads import cell_results, metric_totals_for, open_sqlite_at_head  # noqa: E402
 from db.samples import summary_row  # noqa: E402
 from db.store import Store  # noqa: E402
+from db.table import lookup_table  # noqa: E402
 from jobs.records import RequestRecord  # noqa: E402
 from orchestrator.cells import Cell, EngineRecipe  # noqa: E402
 from orchestrator.spec import Knobs  # noqa: E402
@@ -239,37 +252,44 @@ def main() -> None:
         print(f"calibration: sum(range(10**7)) {time.perf_counter() - start:.3f} s; "
               f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
 
+        source = open_sqlite_at_head(path)
+        assert source is not None, f"{path} is not at the newest migration after Store.open"
         table = timed("lookup_table (engine x prefix_caching, speculative)",
-                      lambda: lookup_table(store, ["engine"], ["prefix_caching", "speculative"]), args.repeat)
+                      lambda: lookup_table(source, ["engine"], ["prefix_caching", "speculative"]), args.repeat)
         assert len(table.rows) == 2 and len(table.cols) == 10
         timed("lookup_table, sweep_id given",
-              lambda: lookup_table(store, ["engine"], ["prefix_caching", "speculative"], sweep_id=1), args.repeat)
+              lambda: lookup_table(source, ["engine"], ["prefix_caching", "speculative"], sweep_id=1), args.repeat)
+        timed("lookup_table, full (every result listed)",
+              lambda: lookup_table(source, ["engine"], ["prefix_caching", "speculative"], full=True), args.repeat)
 
         a, b = [CellFilter("vllm", e.vllm) for e in ENGINES]
         result = timed(f"compare_groups vllm={a.value} vs {b.value} (end to end)",
-                       lambda: compare_groups(store, [a], [b], resamples=args.resamples), args.repeat)
+                       lambda: compare_groups(source, [a], [b], resamples=args.resamples), args.repeat)
         print(f"  {len(result.pairs):,} pairs; decode ratio {result.decode.estimate:.3f} "
               f"[{result.decode.low:.3f}, {result.decode.high:.3f}], "
               f"TTFT ratio {result.ttft.estimate:.3f} [{result.ttft.low:.3f}, {result.ttft.high:.3f}]")
 
-        cells = timed("  part: cell_results (all cells, latest runs)", lambda: cell_results(store), args.repeat)
+        cells = timed("  part: cell_results (all cells, latest runs)",
+                      lambda: cell_results(source, with_timings=False), args.repeat)
+        pairing = timed("  part: pair_cells", lambda: pair_cells(cells, [a], [b]), args.repeat)
         run_ids = [c.run_id for c in cells if c.run_id is not None]
-        samples = timed("  part: load_samples (of 1,000,000 requests)", lambda: load_samples(store, run_ids),
-                        args.repeat)
-        totals = timed("  part: metric_totals_for", lambda: metric_totals_for(store, run_ids), args.repeat)
-        by_engine: dict[str, dict[str, Side]] = {}
-        for c in cells:
-            side = Side(c.cell_id, c.engine, c.knobs, c.run_id, c.result,
-                        samples[c.run_id], totals.get(c.run_id, {}))  # type: ignore[index]
-            by_engine.setdefault(c.vllm_version, {})[str(sorted(c.knobs.items()))] = side
-        base, cand = (by_engine[e.vllm] for e in ENGINES)
-        pairs = [(base[k], cand[k]) for k in base]
+        packed = timed("  part: load_packed_samples (as stored)", lambda: load_packed_samples(source, run_ids),
+                       args.repeat)
+        timed("  part: load_samples (decoded; the report's)", lambda: load_samples(source, run_ids), args.repeat)
+        totals = timed("  part: metric_totals_for", lambda: metric_totals_for(source, run_ids), args.repeat)
+
+        def side(c: Any) -> Side:
+            return Side(c.cell_id, c.engine, c.knobs, c.run_id, c.result, packed[c.run_id], totals.get(c.run_id, {}))
+
+        pairs = [(side(x), side(y)) for x, y in pairing.pairs]
         timed("  part: compare_sides (statistics only, 5,000 pairs)",
               lambda: compare_sides(pairs, resamples=args.resamples), args.repeat)
 
         db = ["--db", str(path)]
         timed_cli("python -c 'import orchestrator.cli' (start + imports)", [], args.repeat, imports_only=True)
         timed_cli("vmatrix results table (CLI, fresh process)", ["results", "table", *db], args.repeat)
+        timed_cli("vmatrix results table --full (CLI, fresh process)", ["results", "table", "--full", *db],
+                  args.repeat)
         compare_argv = ["results", "compare", *db, "--baseline", f"vllm={a.value}", "--candidate", f"vllm={b.value}",
                         "--resamples", str(args.resamples)]
         timed_cli("vmatrix results compare (CLI, fresh process)", compare_argv, args.repeat)

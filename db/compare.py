@@ -25,17 +25,24 @@ import functools
 import json
 import math
 import random
+import threading
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import select
+from db.reads import PREFIX_HITS, PREFIX_QUERIES, CellResult, Readable, cell_results, counter_texts, sample_rows
+from db.samples import (  # noqa: F401 - decode_tps re-exported
+    NAN_BYTES,
+    PackedSamples,
+    RunSamples,
+    SamplesDecoder,
+    counter_totals,
+    decode_tps,
+)
+from db.table import knob_text
 
-from db.models import RunSampleRow
-from db.queries import PREFIX_HITS, PREFIX_QUERIES, CellResult, _chunks, cell_results, knob_text, metric_totals_for
-from db.samples import RunSamples, SamplesDecoder, counter_totals, decode_tps  # noqa: F401 - decode_tps re-exported
-from db.store import Store
+# This module imports no SQLAlchemy: `results compare` reads through db/reads.py.
 
 try:  # numpy turns the bootstrap into a few matrix products; without it, plain Python.
     import numpy as _np
@@ -56,7 +63,7 @@ ENGINE_KEYS = ("engine", "vllm", "model")
 # --- per-request samples ------------------------------------------------------------
 
 
-def load_samples(store: Store, run_ids: Iterable[int]) -> dict[int, RunSamples]:
+def load_samples(source: Readable, run_ids: Iterable[int]) -> dict[int, RunSamples]:
     """Per run, the samples of its requests in recorded order, read in bulk.
 
     Equal to ``RunSamples.from_records(store.requests_for(run))`` (the tests hold them to
@@ -64,20 +71,37 @@ def load_samples(store: Store, run_ids: Iterable[int]) -> dict[int, RunSamples]:
     its request rows: comparing two large groups would otherwise read every wide request
     row of both. Runs without requests are absent.
     """
-    t = RunSampleRow
     decoder = SamplesDecoder()
-    out: dict[int, RunSamples] = {}
-    with store.engine.connect() as conn:
-        for chunk in _chunks(run_ids):
-            for run_id, keys, phases, ttft, decode in conn.execute(
-                select(t.run_id, t.keys, t.phases, t.ttft_s, t.decode_tps).where(t.run_id.in_(chunk), t.requests > 0)
-            ):
-                out[run_id] = decoder.samples(keys, phases, ttft, decode)
-    return out
+    return {run_id: decoder.samples(*row) for run_id, row in sample_rows(source, run_ids).items()}
 
 
-def matched(baseline: RunSamples, candidate: RunSamples, metric: str) -> tuple[Sequence[float], Sequence[float]]:
-    """Values of ``metric`` ("ttft_s" or "decode_tps") for requests measured in both runs."""
+def load_packed_samples(source: Readable, run_ids: Iterable[int]) -> dict[int, PackedSamples]:
+    """As :func:`load_samples`, left as stored: :func:`matched` decodes only what it must."""
+    return {run_id: PackedSamples(*row) for run_id, row in sample_rows(source, run_ids).items()}
+
+
+def matched(baseline: RunSamples | PackedSamples, candidate: RunSamples | PackedSamples,
+            metric: str) -> tuple[Sequence[float], Sequence[float]]:
+    """Values of ``metric`` ("ttft_s" or "decode_tps") for requests measured in both runs.
+
+    Packed samples (as stored) with the very same keys text and no unmeasured request
+    are matched by position without decoding anything: identical text parses to
+    identical keys, and the float arrays are read by numpy as they are. Anything else is
+    decoded and matched as below.
+    """
+    if isinstance(baseline, PackedSamples) or isinstance(candidate, PackedSamples):
+        if isinstance(baseline, PackedSamples) and isinstance(candidate, PackedSamples):
+            b_blob: bytes = getattr(baseline, metric)
+            c_blob: bytes = getattr(candidate, metric)
+            if _np is not None and baseline.keys == candidate.keys and NAN_BYTES not in b_blob \
+                    and NAN_BYTES not in c_blob:
+                # ndarrays, which ratio_intervals takes as it takes sequences
+                return _np.frombuffer(b_blob, "<f8"), _np.frombuffer(c_blob, "<f8")  # type: ignore[return-value]
+        decoder = SamplesDecoder()
+        if isinstance(baseline, PackedSamples):
+            baseline = decoder.unpack(baseline)
+        if isinstance(candidate, PackedSamples):
+            candidate = decoder.unpack(candidate)
     b_values: Sequence[float | None] = getattr(baseline, metric)
     c_values: Sequence[float | None] = getattr(candidate, metric)
     pairs: Iterable[tuple[float | None, float | None]]
@@ -203,32 +227,89 @@ def _ratio(b: Sequence[float], c: Sequence[float]) -> float:
     return sum(c) / denominator if denominator else math.nan
 
 
-def _numpy_replicates(groups: dict[int, list[int]], pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
-                      resamples: int, seed: int) -> Any:
-    """(resamples x pairs) matrix of ratio replicates; NaN columns for pairs under two requests."""
+# Draws and weights the two metrics of one comparison share (same seed, same sizes),
+# made once under a lock: compare_sides runs the metrics in two threads.
+_SHARED_LOCK = threading.Lock()
+T = TypeVar("T")
+
+
+def _shared(make: Callable[..., T]) -> Callable[..., T]:
+    # A comparison needs one entry per request count (weights, small) or one in all (the
+    # stage-two indices, tens of MB at 5,000 pairs): a few entries, kept small.
+    cached = functools.lru_cache(maxsize=4)(make)
+
+    def get(*args: Any) -> T:
+        with _SHARED_LOCK:
+            return cached(*args)
+
+    return get
+
+
+@_shared
+def _request_weights(seed: int, m: int, resamples: int) -> Any:
+    """(m x resamples) float32: how often each of m requests is drawn in each resample.
+
+    The draws are the generator's, seeded by (seed, m), as they always were; a pair of
+    m requests' replicates are then two matrix products with these weights. float32,
+    because the products are ~7x faster than in float64 on the project machine, and the
+    counts (at most m) and sums of ~100 timings lose nothing an interval's two printed
+    digits can show (docs/BENCHMARKS.md gives the measured difference).
+    """
     np = _np
-    out = None
-    for m, members in groups.items():
-        if m < 2:
-            continue
-        rng = np.random.default_rng([seed, 0, m])
-        draws = rng.integers(0, m, size=(resamples, m))
-        # Resample counts per request: one weight matrix serves every pair of this size.
-        weights = np.bincount((draws + m * np.arange(resamples)[:, None]).ravel(), minlength=resamples * m)
-        weights = weights.reshape(resamples, m).astype(float)
-        b = np.array([pairs[i][0] for i in members], dtype=float)
-        c = np.array([pairs[i][1] for i in members], dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = weights @ c.T
-            ratios /= weights @ b.T
-        if len(members) == len(pairs):  # the usual case: every pair has the same request count
-            return ratios
-        if out is None:
-            out = np.full((resamples, len(pairs)), np.nan)
-        out[:, members] = ratios
-    if out is None:
-        out = np.full((resamples, len(pairs)), np.nan)
-    return out
+    rng = np.random.default_rng([seed, 0, m])
+    draws = rng.integers(0, m, size=(resamples, m))  # int64: bincount below takes them as they are
+    counts = np.bincount((draws + m * np.arange(resamples)[:, None]).ravel(), minlength=resamples * m)
+    return np.ascontiguousarray(counts.reshape(resamples, m).T, dtype=np.float32)
+
+
+@_shared
+def _pair_draws(seed: int, p: int, resamples: int) -> Any:
+    """(resamples x p): the pairs each replicate of the overall interval averages, as
+    flat indices into a (p x resamples) matrix: draw j of replicate r, pair i, is
+    element i * resamples + r. Shared by the two metrics, so the index arithmetic
+    (5 M values) is done once.
+
+    Drawn as int32: the same numbers as the int64 draws numpy gives by default for any
+    p below 2**31 (both take 32 random bits per draw; tests/test_results_queries.py
+    checks), at a quarter of the time and half the memory.
+    """
+    np = _np
+    rng = np.random.default_rng([seed, 1, p])
+    draws = rng.integers(0, p, size=(resamples, p), dtype=np.int32)
+    if p * resamples > np.iinfo(np.int32).max:
+        draws = draws.astype(np.int64)
+    draws *= resamples
+    draws += np.arange(resamples, dtype=draws.dtype)[:, None]
+    return draws
+
+
+def _lerp(a: Any, b: Any, t: float) -> Any:
+    # numpy's own interpolation for its default ("linear") quantile method.
+    return a + (b - a) * t if t < 0.5 else b - (b - a) * (1 - t)
+
+
+def _row_quantiles(rows: Any, tails: tuple[float, float]) -> tuple[Any, Any, Any]:
+    """Per row, the ``tails`` quantiles as ``np.quantile(rows, q, axis=1)`` computes them
+    (linear interpolation between order statistics), and whether the row is usable: all
+    values finite and positive (a zero-sum resample gives NaN, or inf from n/0).
+
+    A full sort of each row, not ``np.partition`` of just the four order statistics
+    needed: numpy 2's float32 sort is vectorised (x86-simd-sort) and measured 3-5x
+    faster than partitioning here (5,000 rows of 1,000: ~0.03 s against ~0.15 s). The
+    sorted rows also answer "usable" from their ends (NaN sorts last).
+    """
+    np = _np
+    n = rows.shape[1]
+    ordered = np.sort(rows, axis=1)
+    usable = (ordered[:, 0] > 0) & np.isfinite(ordered[:, -1])
+    out = []
+    for q in tails:
+        pos = q * (n - 1)
+        lo = math.floor(pos)
+        a = ordered[:, lo].astype(np.float64)
+        b = ordered[:, min(lo + 1, n - 1)].astype(np.float64)
+        out.append(_lerp(a, b, pos - lo))
+    return out[0], out[1], usable
 
 
 def _python_replicates(groups: dict[int, list[int]], pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
@@ -255,7 +336,8 @@ def ratio_intervals(
     """Per pair: mean(candidate)/mean(baseline) over matched requests with its interval;
     and the geometric mean over pairs with a two-stage bootstrap interval.
 
-    ``pairs`` holds (baseline values, candidate values), matched element by element.
+    ``pairs`` holds (baseline values, candidate values), matched element by element
+    (sequences or numpy arrays).
     """
     if resamples < 1:
         raise ValueError("resamples must be at least 1")
@@ -265,56 +347,102 @@ def ratio_intervals(
         if len(b) != len(c):
             raise ValueError(f"pair {i}: {len(b)} baseline values but {len(c)} candidate values")
         groups[len(b)].append(i)
-    estimates = [_ratio(b, c) if b else math.nan for b, c in pairs]
-
     if _np is not None:
-        reps = _numpy_replicates(groups, pairs, resamples, seed)
-        bounds = _np.quantile(reps, tails, axis=0) if pairs else _np.empty((2, 0))
-        # A pair with a zero-sum resample has no usable interval (NaN, or inf from n/0).
-        usable = _np.isfinite(reps).all(axis=0) & (reps > 0).all(axis=0) if pairs else _np.empty(0, bool)
-        columns: Any = reps  # pair i's replicates are column i
-        lows, highs = bounds[0].tolist(), bounds[1].tolist()
-    else:
-        columns = _python_replicates(groups, pairs, resamples, seed)
-        usable = [bool(col) and all(math.isfinite(x) and x > 0 for x in col) for col in columns]
-        sorted_cols = [sorted(col) if ok else [] for col, ok in zip(columns, usable)]
-        lows = [_quantile(s, tails[0]) if s else math.nan for s in sorted_cols]
-        highs = [_quantile(s, tails[1]) if s else math.nan for s in sorted_cols]
+        return _numpy_intervals(pairs, groups, resamples, seed, tails)
+
+    estimates = [_ratio(b, c) if len(b) else math.nan for b, c in pairs]
+    columns = _python_replicates(groups, pairs, resamples, seed)
+    usable = [bool(col) and all(math.isfinite(x) and x > 0 for x in col) for col in columns]
+    sorted_cols = [sorted(col) if ok else [] for col, ok in zip(columns, usable)]
+    per_pair = [
+        Interval(_finite(estimates[i]), _quantile(s, tails[0]) if ok else None,
+                 _quantile(s, tails[1]) if ok else None, len(b))
+        for i, ((b, _), s, ok) in enumerate(zip(pairs, sorted_cols, usable))
+    ]
+    chosen = _chosen(per_pair)
+    if len(chosen) < 2:
+        return per_pair, per_pair[chosen[0]] if chosen else NO_DATA
+    p = len(chosen)
+    rng_py = random.Random(f"{seed}/pairs/{p}")
+    logs_py = [[math.log(x) for x in columns[i]] for i in chosen]
+    replicates_py = sorted(
+        math.exp(sum(logs_py[rng_py.randrange(p)][r] for _ in range(p)) / p) for r in range(resamples)
+    )
+    low, high = _quantile(replicates_py, tails[0]), _quantile(replicates_py, tails[1])
+    return per_pair, Interval(_geometric_mean(per_pair, chosen), low, high, p)
+
+
+def _chosen(per_pair: list[Interval]) -> list[int]:
+    """The pairs the overall interval averages: those with an interval and a positive ratio."""
+    return [i for i, iv in enumerate(per_pair) if iv.low is not None and iv.estimate and iv.estimate > 0]
+
+
+def _geometric_mean(per_pair: list[Interval], chosen: list[int]) -> float:
+    return math.exp(sum(math.log(per_pair[i].estimate or 1.0) for i in chosen) / len(chosen))
+
+
+def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], groups: dict[int, list[int]],
+                     resamples: int, seed: int, tails: tuple[float, float]) -> tuple[list[Interval], Interval]:
+    """:func:`ratio_intervals` as matrix arithmetic, laid out pairs x resamples.
+
+    Per request count m: the replicates of every pair with m requests are
+    ``(C @ W) / (B @ W)`` with W the shared (m x resamples) resample counts; a pair's
+    interval is two quantiles of its row. The overall interval's replicate r averages
+    the logs of the pairs replicate r drew, each at that pair's own replicate r.
+    """
+    np = _np
+    n = len(pairs)
+    estimates = np.full(n, np.nan)
+    lows = np.full(n, np.nan)
+    highs = np.full(n, np.nan)
+    usable = np.zeros(n, dtype=bool)
+    replicates: list[tuple[Any, Any]] = []  # (pair indices, their replicate rows)
+    for m, members in groups.items():
+        if m == 0:
+            continue
+        index = np.asarray(members)
+        b = np.array([pairs[i][0] for i in members], dtype=np.float64).reshape(len(members), m)
+        c = np.array([pairs[i][1] for i in members], dtype=np.float64).reshape(len(members), m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            estimates[index] = c.sum(axis=1) / b.sum(axis=1)
+            if m < 2:
+                continue
+            weights = _request_weights(seed, m, resamples)
+            ratios = c.astype(np.float32) @ weights
+            ratios /= b.astype(np.float32) @ weights
+            low, high, ok = _row_quantiles(ratios, tails)
+        # A pair with a zero-sum resample has no usable interval.
+        if not ok.all():
+            index, ratios, low, high = index[ok], ratios[ok], low[ok], high[ok]
+        usable[index] = True
+        lows[index], highs[index] = low, high
+        replicates.append((index, ratios))
 
     per_pair = [
-        Interval(_finite(estimates[i]), lows[i] if usable[i] else None, highs[i] if usable[i] else None, len(b))
-        for i, (b, _) in enumerate(pairs)
+        Interval(_finite(e), lo if ok else None, hi if ok else None, len(b))
+        for (b, _), e, lo, hi, ok in zip(pairs, estimates.tolist(), lows.tolist(), highs.tolist(), usable.tolist())
     ]
-    chosen = [i for i, iv in enumerate(per_pair) if iv.low is not None and iv.estimate and iv.estimate > 0]
-    return per_pair, _overall(per_pair, columns, chosen, resamples, seed, tails)
-
-
-def _overall(per_pair: list[Interval], columns: Any, chosen: list[int], resamples: int, seed: int,
-             tails: tuple[float, float]) -> Interval:
-    if not chosen:
-        return NO_DATA
-    if len(chosen) == 1:
-        return per_pair[chosen[0]]
+    chosen = _chosen(per_pair)
+    if len(chosen) < 2:
+        return per_pair, per_pair[chosen[0]] if chosen else NO_DATA
     p = len(chosen)
-    estimate = math.exp(sum(math.log(per_pair[i].estimate or 1.0) for i in chosen) / p)
-    if _np is not None:
-        np = _np
-        # resamples x p, C order (the usual case, every pair chosen, needs no gather)
-        logs = np.log(columns if p == columns.shape[1] else columns[:, chosen])
-        rng = np.random.default_rng([seed, 1, p])
-        draws = rng.integers(0, p, size=(resamples, p))
-        # Stage two: each replicate averages the pairs it drew, each at that replicate.
-        picked = np.take_along_axis(logs, draws, axis=1)
-        replicates = np.exp(picked.mean(axis=1))
-        low, high = np.quantile(replicates, tails).tolist()
+    if len(replicates) == 1 and len(replicates[0][0]) == p:  # the usual case: rows already in chosen order
+        rows = replicates[0][1]
     else:
-        rng_py = random.Random(f"{seed}/pairs/{p}")
-        logs_py = [[math.log(x) for x in columns[i]] for i in chosen]
-        replicates_py = sorted(
-            math.exp(sum(logs_py[rng_py.randrange(p)][r] for _ in range(p)) / p) for r in range(resamples)
-        )
-        low, high = _quantile(replicates_py, tails[0]), _quantile(replicates_py, tails[1])
-    return Interval(estimate, low, high, p)
+        row_of = np.full(n, -1)
+        rows = np.empty((p, resamples), dtype=np.float32)
+        row_of[chosen] = np.arange(p)
+        for index, ratios in replicates:
+            keep = row_of[index] >= 0
+            rows[row_of[index[keep]]] = ratios[keep]
+    # Stage two: replicate r takes, for each pair drawn, that pair's replicate r: element
+    # (pair, r) of the pairs x resamples matrix, by flat index. The rows are this
+    # function's own (computed above), so the logs overwrite them.
+    logs = np.log(rows, out=rows)
+    picked = np.take(logs.ravel(), _pair_draws(seed, p, resamples))
+    overall = np.exp(picked.sum(axis=1, dtype=np.float64) / p)
+    low, high = np.quantile(overall, tails).tolist()
+    return per_pair, Interval(_geometric_mean(per_pair, chosen), low, high, p)
 
 
 # --- cell selection and pairing -----------------------------------------------------
@@ -365,17 +493,41 @@ class CellFilter:
         return f"{self.key}={self.value}"
 
 
-def _pair_key(cell: CellResult, keys: set[str]) -> str:
+_KEY_TEXT = json.JSONEncoder(sort_keys=True, default=str)  # json.dumps builds one per call
+
+
+class _KnobKeys:
+    """The knobs part of pair keys: the knobs not compared, as sorted JSON text (which
+    tells apart exactly what the stored JSON does: 1, 1.0 and true are three values).
+
+    Worked out once per knobs dict, not once per cell: cells with the same knobs text
+    share one dict (``db.reads.cell_results``) and the cells list keeps them alive, so
+    an id names one dict. Half the work of a json.dumps per cell, and str keys cache
+    their hash for the lookups that follow.
+    """
+
+    def __init__(self, keys: set[str]) -> None:
+        self.keys = keys
+        self.by_dict: dict[int, str] = {}
+
+    def __call__(self, knobs: dict[str, Any]) -> str:
+        found = self.by_dict.get(id(knobs))
+        if found is None:
+            rest = {k: v for k, v in knobs.items() if k not in self.keys}
+            found = self.by_dict[id(knobs)] = _KEY_TEXT.encode(rest)
+        return found
+
+
+def _pair_key(cell: CellResult, keys: set[str], knob_key: _KnobKeys) -> tuple[Any, ...]:
     """What must agree for two cells to be a pair: everything the filters do not name."""
     if "engine" in keys:
         engine: Any = None
     elif "vllm" in keys:  # other releases: same distribution and add-ons
-        engine = [cell.accelerator, cell.patches, cell.lmcache]
+        engine = (cell.accelerator, cell.patches, cell.lmcache)
     else:
         engine = cell.engine
     model = None if "model" in keys else cell.model_digest
-    knobs = {k: v for k, v in cell.knobs.items() if k not in keys}
-    return json.dumps([engine, model, cell.workload_digest, knobs], sort_keys=True, default=str)
+    return engine, model, cell.workload_digest, knob_key(cell.knobs)
 
 
 @dataclass
@@ -402,21 +554,24 @@ def pair_cells(cells: Sequence[CellResult], baseline: Sequence[CellFilter],
     if unknown := sorted(keys - known):
         raise ValueError(f"unknown key(s) {', '.join(unknown)}; use one of {', '.join(sorted(known))}")
     result = Pairing()
-    sides: tuple[dict[str, CellResult], dict[str, CellResult]] = ({}, {})
+    base: dict[Any, CellResult] = {}
+    cand: dict[Any, CellResult] = {}
+    knob_key = _KnobKeys(keys)
     for cell in cells:  # in creation order, so later cells replace earlier ones
         in_base = all(f.matches(cell) for f in baseline)
         in_cand = all(f.matches(cell) for f in candidate)
         if in_base and in_cand:
             raise ValueError(f"cell {cell.cell_id} matches both --baseline and --candidate")
-        for side, (chosen, losers) in enumerate(
-            ((in_base, result.unpaired_baseline), (in_cand, result.unpaired_candidate))
-        ):
-            if chosen:
-                previous = sides[side].get(key := _pair_key(cell, keys))
-                if previous is not None:
-                    losers.append(previous)
-                sides[side][key] = cell
-    base, cand = sides
+        if in_base:
+            side, losers = base, result.unpaired_baseline
+        elif in_cand:
+            side, losers = cand, result.unpaired_candidate
+        else:
+            continue
+        previous = side.get(key := _pair_key(cell, keys, knob_key))
+        if previous is not None:
+            losers.append(previous)
+        side[key] = cell
     result.pairs = [(cell, cand[key]) for key, cell in base.items() if key in cand]
     result.unpaired_baseline += [cell for key, cell in base.items() if key not in cand]
     result.unpaired_candidate += [cell for key, cell in cand.items() if key not in base]
@@ -435,7 +590,7 @@ class Side:
     knobs: dict[str, Any]
     run_id: int | None
     result: str  # verdict, or status when ungraded, or "not run"
-    samples: RunSamples
+    samples: RunSamples | PackedSamples
     totals: Mapping[str, float]
 
 
@@ -511,10 +666,30 @@ def compare_sides(
     """Ratios (candidate/baseline) for every pair and over all of them."""
     ttft_pairs = [matched(b.samples, c.samples, "ttft_s") for b, c in pairs]
     decode_pairs = [matched(b.samples, c.samples, "decode_tps") for b, c in pairs]
-    ttft, ttft_all = ratio_intervals(ttft_pairs, resamples, seed, level)
-    decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level)
+    if _np is not None:
+        # The two metrics in two threads: numpy releases the GIL in the matrix products,
+        # sorts and gathers that are most of their time.
+        from concurrent.futures import ThreadPoolExecutor  # ~10 ms to import; only here
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            ttft_job = pool.submit(ratio_intervals, ttft_pairs, resamples, seed, level)
+            decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level)
+            ttft, ttft_all = ttft_job.result()
+    else:
+        ttft, ttft_all = ratio_intervals(ttft_pairs, resamples, seed, level)
+        decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level)
+    # Runs of one comparison often recorded the same counters (compare_groups hands such
+    # sides one shared dict): each distinct dict's rates are worked out once.
+    known: dict[int, Rates] = {}
+
+    def rates_of(totals: Mapping[str, float]) -> Rates:
+        found = known.get(id(totals))
+        if found is None:
+            found = known[id(totals)] = rates(totals)
+        return found
+
     results = [
-        PairResult(label, b.cell_id, c.cell_id, b.result, c.result, t, d, rates(b.totals), rates(c.totals))
+        PairResult(label, b.cell_id, c.cell_id, b.result, c.result, t, d, rates_of(b.totals), rates_of(c.totals))
         for (b, c), label, t, d in zip(pairs, _labels(pairs), ttft, decode)
     ]
     return Comparison(
@@ -534,7 +709,7 @@ def compare_sides(
 
 
 def compare_groups(
-    store: Store,
+    source: Readable,
     baseline: Sequence[CellFilter],
     candidate: Sequence[CellFilter],
     sweep_id: int | None = None,
@@ -543,14 +718,25 @@ def compare_groups(
     level: float = DEFAULT_LEVEL,
 ) -> Comparison:
     """Select, pair and compare cells of the store (of one sweep, or all), latest runs."""
-    pairing = pair_cells(cell_results(store, sweep_id, with_timings=False), baseline, candidate)
+    pairing = pair_cells(cell_results(source, sweep_id, with_timings=False), baseline, candidate)
     run_ids = [cell.run_id for pair in pairing.pairs for cell in pair if cell.run_id is not None]
-    samples = load_samples(store, run_ids)
-    totals = metric_totals_for(store, run_ids)
+    samples = load_packed_samples(source, run_ids)
+    # Counters decoded once per distinct text; sides with the same text share the dict.
+    decoded: dict[str, dict[str, float]] = {}
+    totals: dict[int, dict[str, float]] = {}
+    for run_id, raw in counter_texts(source, run_ids).items():
+        if isinstance(raw, str):
+            found = decoded.get(raw)
+            if found is None:
+                found = decoded[raw] = json.loads(raw)
+            raw = found
+        if raw:
+            totals[run_id] = raw
+    empty = RunSamples()
 
     def side(cell: CellResult) -> Side:
         run = cell.run_id
-        found = samples.get(run, RunSamples()) if run is not None else RunSamples()
+        found = samples.get(run, empty) if run is not None else empty
         return Side(cell.cell_id, cell.engine, cell.knobs, run, cell.result, found, totals.get(run, {}) if run else {})
 
     return compare_sides(

@@ -19,8 +19,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Text, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-# Cell verdicts renamed since; stored rows keep the old name (grades are append-only).
-LEGACY_VERDICTS = {"divergent": "corrupt"}
+from db.reads import LEGACY_VERDICTS  # with the reads that bypass the ORM, which apply it too
 
 
 class VerdictName(TypeDecorator[str]):

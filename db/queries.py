@@ -6,28 +6,30 @@ Verdicts always come from a run's newest grade; an ungraded run shows its status
 
 from __future__ import annotations
 
-import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
-from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table as RichTable
-from rich.text import Text
-from sqlalchemy import ScalarSelect, Select, String, func, literal, null, select, type_coerce
-from sqlalchemy import Text as SqlText
+from sqlalchemy import ScalarSelect, Select, func, select
 from sqlalchemy.orm import aliased
 
-from db.models import CellRow, GradeRow, Run, RunSampleRow, Sweep, SweepCell
-from db.store import Store
+from db.models import CellRow, GradeRow, Run, Sweep
 
-PREFIX_HITS = "vllm:prefix_cache_hits_total"
-PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
-SIGNATURE_WIDTH = 80
-RENDER_WIDTH = 10_000  # text tables wider than this wrap their cells
+# The reads `results table` and `results compare` share, and the lookup table itself, live
+# in modules that do not import SQLAlchemy (db/reads.py, db/table.py); re-exported here,
+# where the rest of the read side has always been imported from.
+from db.reads import (  # noqa: F401
+    PREFIX_HITS,
+    PREFIX_QUERIES,
+    CellResult,
+    cell_results,
+    metric_totals_for,
+)
+from db.reads import chunks as _chunks
+from db.store import Store
+from db.table import RENDER_WIDTH, SIGNATURE_WIDTH, Table, knob_text, lookup_table, render_table  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -76,17 +78,6 @@ class CellDetail:
     control_id: str | None
     spec: dict[str, Any]
     runs: list[RunDetail]  # newest first
-
-
-@dataclass
-class Table:
-    """A two-way lookup: one table cell per combination of row and column values."""
-
-    row_keys: list[str]
-    col_keys: list[str]
-    rows: list[str]  # row header values
-    cols: list[str]
-    cells: dict[tuple[str, str], str]  # (row, col) -> text; combinations no cell has are absent
 
 
 def _latest_grade_id() -> ScalarSelect[Any]:
@@ -177,268 +168,7 @@ def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
     )
 
 
-def knob_text(value: Any) -> str:
-    """A knob value as a short table label."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if value is None or value == "off":
-        return "off"
-    if isinstance(value, dict) and "method" in value:
-        text = str(value["method"])
-        if "num_speculative_tokens" in value:
-            text += f" k={value['num_speculative_tokens']}"
-        return text
-    if isinstance(value, list):
-        return " ".join(knob_text(v) for v in value)
-    return str(value)
-
-
-def _axis_value(cell: CellResult, name: str) -> str:
-    if name == "engine":
-        return cell.engine
-    if name == "model":
-        return cell.model_name
-    # A knob a cell does not set is at its engine default, which for these toggles is off.
-    return knob_text(cell.knobs.get(name))
-
-
-def _header(cell: CellResult, names: list[str]) -> str:
-    return ", ".join(_axis_value(cell, n) for n in names)
-
-
-def _truncate(text: str, width: int = SIGNATURE_WIDTH) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _prefix_hit_rates(store: Store, run_ids: Iterable[int]) -> dict[int, float]:
-    """Per run, prefix cache hits / queries over its phases, from the two counters in its
-    ``run_samples`` row, extracted by the database: the JSON is not parsed in Python, and
-    the per-phase ``metrics`` rows are not grouped (half the time on 10,000 runs)."""
-    t = RunSampleRow
-    hits, queries = t.counters[PREFIX_HITS].as_float(), t.counters[PREFIX_QUERIES].as_float()
-    out: dict[int, float] = {}
-    with store.engine.connect() as conn:
-        for chunk in _chunks(run_ids):
-            for run_id, hit, query in conn.execute(select(t.run_id, hits, queries).where(t.run_id.in_(chunk))):
-                if query:
-                    out[run_id] = (hit or 0.0) / query
-    return out
-
-
-def _cell_text(cell: CellResult, hit_rate: float | None) -> str:
-    if cell.run_id is None:
-        return "not run"
-    label = cell.verdict or cell.status or "not run"
-    if cell.status != "ok":
-        detail = _truncate(cell.signature) if cell.signature else None
-    else:
-        detail = f"prefix hit {hit_rate:.0%}" if hit_rate is not None else None
-    return f"{label} ({detail})" if detail else label
-
-
-def lookup_table(store: Store, rows: list[str], cols: list[str], sweep_id: int | None = None) -> Table:
-    """Latest result of every cell (of one sweep, or of all), laid out by the named axes.
-
-    Each axis name is ``engine``, ``model`` or a knob name. A cell's latest run counts even
-    when an earlier or later sweep recorded it: cells are content-addressed, so it is the
-    same experiment.
-    """
-    cells = cell_results(store, sweep_id, with_timings=False)
-    hit_rates = _prefix_hit_rates(store, (c.run_id for c in cells if c.run_id is not None))
-
-    placed = [(_header(cell, rows), _header(cell, cols), cell) for cell in cells]
-    texts: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for row, col, cell in placed:
-        run_id = cell.run_id
-        texts[row, col].append(_cell_text(cell, hit_rates.get(run_id) if run_id is not None else None))
-    # Headers in first-seen order, which follows the order the cells were added.
-    return Table(
-        row_keys=list(rows),
-        col_keys=list(cols),
-        rows=list(dict.fromkeys(row for row, _, _ in placed)),
-        cols=list(dict.fromkeys(col for _, col, _ in placed)),
-        cells={key: " / ".join(parts) for key, parts in texts.items()},
-    )
-
-
-def _corner(table: Table) -> str:
-    return f"{', '.join(table.row_keys)} \\ {', '.join(table.col_keys)}"
-
-
-def _render_text(table: Table) -> str:
-    headers = [_corner(table), *table.cols]
-    body = [[row, *(table.cells.get((row, c), "-") for c in table.cols)] for row in table.rows]
-    # As wide as the table wants (up to RENDER_WIDTH), so nothing is wrapped or cut off in
-    # the returned string: each column as wide as its widest line plus padding, one rule
-    # per column and edge. Worked out here rather than by Console.measure, which on a
-    # table over 10,000 cells (cells of ~20,000 characters) took ~0.15 s.
-    widths = [max(cell_len(line) for text in column for line in text.split("\n")) for column in zip(headers, *body)]
-    natural = sum(widths) + 3 * len(widths) + 1
-    width = min(natural, RENDER_WIDTH)
-    grid = RichTable()
-    for header in headers:
-        grid.add_column(Text(header), no_wrap=natural <= RENDER_WIDTH)  # nothing to wrap: skip line breaking
-    for values in body:
-        # Text, not str: signatures often contain "[...]" that rich would read as markup.
-        grid.add_row(*map(Text, values))
-    buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None).print(grid)
-    return buffer.getvalue()
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def _render_markdown(table: Table) -> str:
-    header = [_corner(table), *table.cols]
-    lines = [
-        "| " + " | ".join(_md_escape(h) for h in header) + " |",
-        "|" + "---|" * len(header),
-    ]
-    for row in table.rows:
-        values = [row, *(table.cells.get((row, c), "-") for c in table.cols)]
-        lines.append("| " + " | ".join(_md_escape(v) for v in values) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _render_json(table: Table) -> str:
-    row_name = ", ".join(table.row_keys)
-    objects = [{row_name: row, **{c: table.cells.get((row, c)) for c in table.cols}} for row in table.rows]
-    return json.dumps(objects, indent=2, ensure_ascii=False)
-
-
-def render_table(table: Table, fmt: Literal["text", "json", "markdown"] = "text") -> str:
-    renderers = {"text": _render_text, "json": _render_json, "markdown": _render_markdown}
-    if fmt not in renderers:
-        raise ValueError(f"unknown table format {fmt!r}; expected one of {', '.join(renderers)}")
-    return renderers[fmt](table)
-
-
 # --- whole-sweep reads: compare, export, diff and the HTML report -------------------
-
-
-@dataclass(frozen=True)
-class CellResult:
-    """A cell with its latest run's outcome, flat, for reads over many cells at once."""
-
-    cell_id: str
-    role: str | None  # "cell" or "control" in the sweep asked for; None across all sweeps
-    engine: str
-    vllm_version: str
-    accelerator: str
-    patches: str | None
-    lmcache: str | None
-    model_name: str
-    model_digest: str
-    workload_digest: str
-    knobs: dict[str, Any]
-    control_id: str | None
-    run_id: int | None  # None: never run
-    run_sweep_id: int | None
-    status: str | None
-    verdict: str | None
-    grade_summary: str | None
-    signature: str | None
-    message: str | None
-    log_path: str | None
-    timings: dict[str, Any] | None
-
-    @property
-    def result(self) -> str:
-        """What the lookup table calls this cell: verdict, else status, else not run."""
-        return self.verdict or self.status or "not run"
-
-
-_CELL_FIELDS = tuple(f.name for f in fields(CellResult))
-
-
-def _latest_run_id(up_to_sweep: int | None) -> ScalarSelect[Any]:
-    """Correlated on ``CellRow``: the id of that cell's latest run, or NULL.
-
-    One probe of ``ix_runs_cell_id_finished_at`` per cell, whose order it reads backwards.
-    With ``up_to_sweep`` only runs recorded by that sweep or an earlier one count, and the
-    sweep's own run wins: the result that sweep showed, even if a later one reran the cell.
-    """
-    inner = aliased(Run)
-    stmt = select(inner.id).where(inner.cell_id == CellRow.id)
-    if up_to_sweep is not None:
-        stmt = stmt.where(inner.sweep_id <= up_to_sweep).order_by(inner.sweep_id.desc())
-    stmt = stmt.order_by(inner.finished_at.desc(), inner.id.desc()).limit(1)
-    return stmt.correlate(CellRow).scalar_subquery()
-
-
-def cell_results(store: Store, sweep_id: int | None = None, as_of_sweep: bool = False,
-                 with_timings: bool = True) -> list[CellResult]:
-    """Every cell (of one sweep, or all) with its latest run and that run's newest grade.
-
-    By default a cell's latest run counts whichever sweep recorded it, as in
-    :func:`lookup_table`. ``as_of_sweep`` instead takes what ``sweep_id`` itself saw (see
-    :func:`_latest_run_id`), which is what comparing two sweeps needs. Without
-    ``with_timings`` every ``timings`` is None: decoding them is a good part of the time
-    on 10,000 cells, and only the report shows them.
-    """
-    if as_of_sweep and sweep_id is None:
-        raise ValueError("as_of_sweep needs a sweep_id")
-    role = SweepCell.role if sweep_id is not None else literal(None, String)
-    stmt = (
-        select(
-            CellRow.id.label("cell_id"), role.label("role"), CellRow.engine_label.label("engine"),
-            CellRow.vllm_version, CellRow.accelerator, CellRow.patches, CellRow.lmcache, CellRow.model_name,
-            CellRow.model_digest, CellRow.workload_digest, type_coerce(CellRow.knobs, SqlText).label("knobs"),
-            CellRow.control_id, Run.id.label("run_id"), Run.sweep_id.label("run_sweep_id"), Run.status,
-            GradeRow.verdict, GradeRow.summary.label("grade_summary"), Run.signature, Run.message, Run.log_path,
-            (Run.timings if with_timings else null()).label("timings"),
-        )
-        .select_from(CellRow)
-        .outerjoin(Run, Run.id == _latest_run_id(sweep_id if as_of_sweep else None))
-        .outerjoin(GradeRow, GradeRow.id == _latest_grade_id())
-        .order_by(CellRow.created_at, CellRow.id)
-    )
-    if sweep_id is not None:
-        stmt = stmt.join(SweepCell, (SweepCell.cell_id == CellRow.id) & (SweepCell.sweep_id == sweep_id))
-    # Knob sets repeat across engines: each distinct text is parsed once. (Drivers that
-    # decode JSON themselves, as psycopg does, hand over the dict instead.)
-    knobs: dict[str, dict[str, Any]] = {}
-
-    def parsed(raw: Any) -> dict[str, Any]:
-        if not isinstance(raw, str):
-            return raw
-        found = knobs.get(raw)
-        if found is None:
-            found = knobs[raw] = json.loads(raw)
-        return found
-
-    # A plain connection and positional rows: at 10,000 cells the ORM's per-row handling
-    # is a good part of the time. The select's columns are CellResult's fields, in order.
-    with store.engine.connect() as conn:
-        result = conn.execute(stmt)
-        assert tuple(result.keys()) == _CELL_FIELDS
-        knob_index = _CELL_FIELDS.index("knobs")
-        return [
-            CellResult(*row[:knob_index], parsed(row[knob_index]), *row[knob_index + 1 :]) for row in result
-        ]
-
-
-def _chunks(ids: Iterable[int], size: int = 5000) -> Iterable[list[int]]:
-    # Stay under SQLite's limit on parameters per statement (32,766 since 3.32) on any store.
-    ids = list(dict.fromkeys(ids))
-    for start in range(0, len(ids), size):
-        yield ids[start : start + size]
-
-
-def metric_totals_for(store: Store, run_ids: Iterable[int]) -> dict[int, dict[str, float]]:
-    """Per run, each counter summed over the run's phases, as recorded in its
-    ``run_samples`` row (one narrow row per run, not one row per counter and phase)."""
-    out: dict[int, dict[str, float]] = {}
-    with store.engine.connect() as conn:
-        for chunk in _chunks(run_ids):
-            for run_id, counters in conn.execute(
-                select(RunSampleRow.run_id, RunSampleRow.counters).where(RunSampleRow.run_id.in_(chunk))
-            ):
-                if counters:
-                    out[run_id] = counters
-    return out
 
 
 def latest_grades_for(store: Store, run_ids: Iterable[int]) -> dict[int, GradeDetail]:

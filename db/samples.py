@@ -69,7 +69,7 @@ def pack_floats(values: Iterable[float | None]) -> bytes:
     return struct.pack(f"<{len(floats)}d", *floats)
 
 
-_NAN = struct.pack("<d", math.nan)
+NAN_BYTES = struct.pack("<d", math.nan)  # what pack_floats writes for "not measured"
 
 
 @functools.lru_cache(maxsize=64)
@@ -84,7 +84,7 @@ def unpack_floats(blob: bytes) -> tuple[float | None, ...]:
     arrays that hold the NaN :func:`pack_floats` writes (a failed or one-token request).
     """
     values = _floats(len(blob) // 8).unpack(blob)
-    if _NAN in blob:
+    if NAN_BYTES in blob:
         return tuple(None if math.isnan(v) else v for v in values)
     return values
 
@@ -115,6 +115,19 @@ def summary_row(run_id: int, requests: list[RequestRecord],
     }
 
 
+@dataclass(frozen=True)
+class PackedSamples:
+    """A ``run_samples`` row's request columns as stored, for readers that may not need
+    them decoded: two runs whose keys texts are identical match request by request, by
+    position, so comparing them needs neither the keys parsed nor the floats turned into
+    Python objects (``db.compare.matched`` reads the arrays with numpy as they are)."""
+
+    keys: str
+    phases: str
+    ttft_s: bytes
+    decode_tps: bytes
+
+
 class SamplesDecoder:
     """Turns ``run_samples`` columns back into :class:`RunSamples`, parsing each distinct
     keys/phases text once (runs of one workload share them)."""
@@ -127,6 +140,9 @@ class SamplesDecoder:
         if found is None:
             found = self._lists[text] = tuple(json.loads(text))
         return found
+
+    def unpack(self, packed: PackedSamples) -> RunSamples:
+        return self.samples(packed.keys, packed.phases, packed.ttft_s, packed.decode_tps)
 
     def samples(self, keys: str, phases: str, ttft_s: bytes, decode: bytes) -> RunSamples:
         return RunSamples(self.strings(keys), self.strings(phases), unpack_floats(ttft_s), unpack_floats(decode))

@@ -6,9 +6,9 @@ results while the orchestrator is still recording them.
 
 from __future__ import annotations
 
-import functools
-import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,8 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from db.models import CellRow, GradeRow, MetricRow, NoiseFloorRow, RequestRow, Run, RunSampleRow, Sweep, SweepCell
+from db.reads import ReadConn, placeholder_for
+from db.revision import HEAD_REVISION
 from db.samples import summary_row
 from jobs.records import RequestRecord, Transcript
 from orchestrator.cells import Cell, Grade, RunOutcome
@@ -29,29 +31,6 @@ if TYPE_CHECKING:
     from jobs.grade import NoiseFloor  # the grader (~50 ms to import) is not needed to read results
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-_REVISION_LINE = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(?:[\"']([^\"']+)[\"']|None)\s*$", re.MULTILINE)
-
-
-@functools.cache
-def head_revision() -> str | None:
-    """The newest migration, read from the ``revision``/``down_revision`` lines of the
-    version files; None unless they form one chain.
-
-    Alembic takes ~0.2 s to import, a fifth of what `vmatrix results table` may take in
-    all; a store already at this revision is opened without it (tests/test_db.py holds
-    this to alembic's own answer).
-    """
-    revisions: set[str] = set()
-    parents: set[str] = set()
-    for path in (MIGRATIONS / "versions").glob("*.py"):
-        found = {m.group(1): m.group(2) for m in _REVISION_LINE.finditer(path.read_text())}
-        if "revision" not in found or found["revision"] is None:
-            return None
-        revisions.add(found["revision"])
-        if found.get("down_revision"):
-            parents.add(found["down_revision"])  # type: ignore[arg-type]
-    heads = revisions - parents
-    return heads.pop() if len(heads) == 1 else None
 
 
 def _current_revision(engine: Engine) -> str | None:
@@ -134,8 +113,8 @@ class Store:
         if url.get_backend_name() == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
         try:
-            head = head_revision()
-            if head is None or _current_revision(engine) != head:
+            # At head already (the usual case): alembic is not even imported.
+            if _current_revision(engine) != HEAD_REVISION:
                 from alembic import command
 
                 command.upgrade(alembic_config(url), "head")
@@ -146,6 +125,16 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    @contextmanager
+    def reader(self) -> Iterator[ReadConn]:
+        """The store's DB-API connection for ``db/reads.py``'s queries (one implementation
+        of them, whichever way the store was opened); returned to the pool afterwards."""
+        raw = self.engine.raw_connection()
+        try:
+            yield ReadConn(raw, self.engine.dialect.name, placeholder_for(self.engine.dialect.paramstyle))
+        finally:
+            raw.close()
 
     def create_sweep(self, name: str, spec_path: str, spec_text: str) -> int:
         sweep = Sweep(name=name, spec_path=spec_path, spec_text=spec_text, created_at=time.time())

