@@ -235,7 +235,7 @@ def diff(
 
 def report(
     sweep: Annotated[int, typer.Argument(help="The sweep to report on.")],
-    output: Path = typer.Option(..., "-o", "--output", help="HTML file to write."),
+    output: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write.")],
     db: DbOpt = None,
 ) -> None:
     """Write one self-contained HTML page for SWEEP: tables, plots and evidence."""
