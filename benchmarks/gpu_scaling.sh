@@ -28,12 +28,13 @@ measure() {  # LABEL GPUS PIN
   echo "$1 $2 $3 $t0 $t1 $rc" >>"$OUT"
 }
 
-# Label, GPUs offered, binding on/off. The first run compiles the GDN kernels (minutes)
-# and is not counted; the orders alternate so that neither setting always goes first.
-for step in "${@:-warmup:2:0 unbound-2:2:0 bound-2:2:1 bound-1:1:1 unbound-1:1:0 bound-2b:2:1 unbound-2b:2:0}"; do
-  for item in $step; do
-    IFS=: read -r label gpus pin <<<"$item"
-    measure "$label" "$gpus" "$pin"
-  done
+# LABEL:GPUS:PIN (binding on/off); the rest of the command line, or this default. The
+# first run compiles the GDN kernels (minutes) and is not counted; the orders alternate
+# so that neither setting always goes first.
+steps=("$@")
+((${#steps[@]})) || steps=(warmup:2:0 unbound-2:2:0 bound-2:2:1 bound-1:1:1 unbound-1:1:0 bound-2b:2:1 unbound-2b:2:0)
+for item in "${steps[@]}"; do
+  IFS=: read -r label gpus pin <<<"$item"
+  measure "$label" "$gpus" "$pin"
 done
 echo SCALING-DONE >>"$OUT"
