@@ -13,7 +13,9 @@ Hand-written HTTP/1.1 on an asyncio Protocol, standard library only, so the stub
 costs the benchmark's CPU as little as possible and needs nothing installed.
 The ``model`` field picks a behaviour: ``stub`` streams normally, ``stub-500``
 answers HTTP 500, ``stub-error-chunk`` sends an error event mid-stream,
-``stub-drop`` closes the connection mid-stream.
+``stub-drop`` closes the connection mid-stream, ``stub-tokenize-400`` refuses to
+tokenize. ``/v1/completions`` streams the same tokens in the completions shape, and
+``/tokenize`` answers one made-up id per word of the messages.
 
     python benchmarks/stub_stream_server.py --port 8765 --max-seconds 60
 """
@@ -37,8 +39,16 @@ def token(i: int) -> tuple[int, float, float]:
 
 
 def prompt_tokens(body: dict) -> int:
-    """What the stub reports as usage.prompt_tokens: whitespace words of the messages."""
+    """What the stub reports as usage.prompt_tokens: whitespace words of the messages
+    (a completion's prompt: its token ids, as ``/tokenize`` gave them)."""
+    if isinstance(body.get("prompt"), list):
+        return len(body["prompt"])
     return sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+
+
+def tokenize(body: dict) -> list[int]:
+    """What the stub's ``/tokenize`` answers: one id per whitespace word of the messages."""
+    return [100 + len(word) for m in body.get("messages", []) for word in str(m.get("content", "")).split()]
 
 
 def _event(obj: object) -> bytes:
@@ -61,6 +71,17 @@ def _token_event(i: int, n: int, top: int, model: str) -> bytes:
     if i == n - 1:
         choice["stop_reason"] = None
     return _event({**_head(model), "choices": [choice]})
+
+
+def _completion_event(i: int, n: int, top: int, model: str) -> bytes:
+    """The i-th token as ``/v1/completions`` streams it: parallel lists, top logprobs as a dict."""
+    tid, lp, margin = token(i)
+    tops = {f"token_id:{tid}": lp} | {f"token_id:{tid + k}": round(lp - margin - 0.5 * (k - 1), 4) for k in range(1, top)}
+    choice = {"index": 0, "text": f" w{i}",
+              "logprobs": {"text_offset": [3 * i], "token_logprobs": [lp], "tokens": [f"token_id:{tid}"],
+                           "top_logprobs": [tops]},
+              "finish_reason": "length" if i == n - 1 else None, "stop_reason": None}
+    return _event({"id": "cmpl-stub", "object": "text_completion", "created": 0, "model": model, "choices": [choice]})
 
 
 @dataclass
@@ -96,12 +117,15 @@ class StubServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def token_events(self, n: int, top: int, model: str) -> list[bytes]:
-        key = (n, top, model)
+    def token_events(self, n: int, top: int, model: str, completions: bool = False) -> list[bytes]:
+        key = (n, top, model, completions)
         if key not in self._cache:
-            role = _event({**_head(model), "choices": [
-                {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]})
-            self._cache[key] = [role] + [_token_event(i, n, top, model) for i in range(n)]
+            if completions:  # no role chunk on /v1/completions
+                self._cache[key] = [_completion_event(i, n, top, model) for i in range(n)]
+            else:
+                role = _event({**_head(model), "choices": [
+                    {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]})
+                self._cache[key] = [role] + [_token_event(i, n, top, model) for i in range(n)]
         return self._cache[key]
 
     def metrics(self) -> bytes:
@@ -167,11 +191,20 @@ class _Conn(asyncio.Protocol):
         if method == "GET" and path == "/metrics":
             t.write(_plain("200 OK", "text/plain; version=0.0.4", self.server.metrics()))
             return
-        if method != "POST" or path != "/v1/chat/completions":
+        if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions", "/tokenize"):
             t.write(_plain("404 Not Found", "application/json", b'{"error":{"message":"not found","code":404}}'))
             return
         req = json.loads(body)
         model = str(req.get("model", "stub"))
+        if path == "/tokenize":
+            ids = tokenize(req)
+            answer = {"count": len(ids), "max_model_len": 65536, "tokens": ids, "token_strs": None}
+            if model == "stub-tokenize-400":
+                answer = {"error": {"message": "stub: cannot tokenize", "type": "BadRequestError", "code": 400}}
+                t.write(_plain("400 Bad Request", "application/json", json.dumps(answer).encode()))
+                return
+            t.write(_plain("200 OK", "application/json", json.dumps(answer).encode()))
+            return
         if model == "stub-500":
             err = {"error": {"message": "stub: forced failure", "type": "InternalServerError", "param": None, "code": 500}}
             t.write(_plain("500 Internal Server Error", "application/json", json.dumps(err).encode()))
@@ -181,7 +214,10 @@ class _Conn(asyncio.Protocol):
         prompt = prompt_tokens(req)
         self.server.requests += 1
         self.server.queries += prompt
-        events = self.server.token_events(n, top, model)
+        # top_logprobs (chat) or logprobs (completions: an int there) asks for the top tokens.
+        completions = path == "/v1/completions"
+        top = int(req.get("logprobs") or 0) if completions else top
+        events = self.server.token_events(n, top, model, completions)
         usage = {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n}
         tail = [_event({**_head(model), "choices": [], "usage": usage}), _DONE, b"0\r\n\r\n"]
         if model in ("stub-error-chunk", "stub-drop"):

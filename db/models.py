@@ -131,6 +131,9 @@ class RequestRow(Base):
     text: Mapped[str] = mapped_column(Text)
     finish_reason: Mapped[str | None] = mapped_column(String)
     ttft_s: Mapped[float | None] = mapped_column(Float)
+    # Inter-token latencies (jobs.records.RequestRecord.itl_s); NULL on runs recorded
+    # before they were (migration 0007).
+    itl_s: Mapped[list[Any] | None]
     e2e_s: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
     # Engine restarts before this request (trace restart points); 0 for runs recorded

@@ -243,7 +243,9 @@ class Store:
     def requests_for(self, run_id: int) -> list[RequestRecord]:
         with self.session() as session:
             rows = session.scalars(select(RequestRow).where(RequestRow.run_id == run_id).order_by(RequestRow.id))
-            return [RequestRecord(**{f.name: getattr(r, f.name) for f in fields(RequestRecord)}) for r in rows]
+            # `or []`: itl_s is NULL on runs recorded before it was measured (0007).
+            return [RequestRecord(**{f.name: getattr(r, f.name) for f in fields(RequestRecord)} | {"itl_s": r.itl_s or []})
+                    for r in rows]
 
     def metrics_for(self, run_id: int) -> dict[str, dict[str, float]]:
         with self.session() as session:

@@ -25,6 +25,11 @@ class RequestRecord:
     text: str = ""
     finish_reason: str | None = None
     ttft_s: float | None = None
+    # Inter-token latencies: the gaps between consecutive streamed chunks that carry
+    # tokens (as vLLM's serving benchmark counts them). A chunk of several tokens
+    # (speculative decoding accepting drafts) is one gap, so len(itl_s) can be less
+    # than len(token_ids) - 1; empty on runs recorded before ITLs were (0007).
+    itl_s: list[float] = field(default_factory=list)
     e2e_s: float | None = None
     error: str | None = None
     # Engine restarts before this request was sent (trace restart points): a request

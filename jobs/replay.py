@@ -6,6 +6,13 @@ and knows how close each greedy choice was to a tie. Requests of one phase go ou
 at once: concurrent prefills sharing the token budget are part of the failure
 mode being hunted.
 
+Two APIs (``api`` of the workload): ``chat`` sends the messages to
+``/v1/chat/completions``; ``completions`` asks the engine's ``/tokenize`` to apply its
+own chat template to the same messages and sends the token ids to ``/v1/completions``,
+so both APIs see the same prompt and their answers are comparable token by token,
+while each goes through its own serving path (request parsing, detokenising, stream
+framing).
+
 Early abort: given the control's tokens and margins (:class:`ControlReference`), the
 replay compares each phase's answers as they arrive, with the grader's own
 :func:`jobs.grade.first_divergence`, and stops sending once enough of them diverge at
@@ -36,7 +43,7 @@ from jobs.grade import first_divergence
 from jobs.metrics import delta, scrape
 from jobs.records import ControlReference, RequestRecord, Transcript
 from jobs.transport import LeanTransport
-from jobs.workload import ReplayRequest, Workload
+from jobs.workload import Api, ReplayRequest, Workload
 
 
 def _token_id(token: str) -> int:
@@ -44,7 +51,24 @@ def _token_id(token: str) -> int:
     return int(token.rsplit(":", 1)[1]) if token.startswith("token_id:") else -1
 
 
-def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], t0: float) -> bool:
+class StreamClock:
+    """When a request was sent and when its last token-carrying chunk arrived."""
+
+    __slots__ = ("sent", "last")
+
+    def __init__(self) -> None:
+        self.sent = self.last = time.perf_counter()
+
+
+def _completion_items(logprobs: dict) -> list[dict]:
+    """A /v1/completions chunk's logprobs (parallel lists; top logprobs as {token: logprob})
+    in the chat shape that :func:`apply_chunk` reads."""
+    tops = logprobs.get("top_logprobs") or [None] * len(logprobs["tokens"])
+    return [{"token": token, "logprob": lp, "top_logprobs": [{"logprob": v} for v in (top or {}).values()]}
+            for token, lp, top in zip(logprobs["tokens"], logprobs["token_logprobs"], tops, strict=False)]
+
+
+def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamClock) -> bool:
     """Fold one streamed chat-completion chunk into ``rec``; False once the stream reports an error."""
     if chunk.get("error"):
         rec.error = _error_message(json.dumps(chunk))
@@ -52,47 +76,65 @@ def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], t0: float) -> 
     if chunk.get("usage"):
         rec.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
     for choice in chunk.get("choices", ()):
-        for item in (choice.get("logprobs") or {}).get("content") or ():
+        logprobs = choice.get("logprobs") or {}
+        items = logprobs.get("content") or (_completion_items(logprobs) if "tokens" in logprobs else ())
+        if items:
+            now = time.perf_counter()
             if rec.ttft_s is None:
-                rec.ttft_s = time.perf_counter() - t0
+                rec.ttft_s = now - clock.sent
+            else:
+                rec.itl_s.append(now - clock.last)
+            clock.last = now
+        for item in items:
             rec.token_ids.append(_token_id(item["token"]))
             rec.logprobs.append(item["logprob"])
             tops = sorted((t["logprob"] for t in item.get("top_logprobs") or ()), reverse=True)
             rec.margins.append(tops[0] - tops[1] if len(tops) > 1 else None)
-        if choice.get("delta", {}).get("content"):
-            text.append(choice["delta"]["content"])
+        content = choice["delta"].get("content") if "delta" in choice else choice.get("text")
+        if content:
+            text.append(content)
         if choice.get("finish_reason"):
             rec.finish_reason = choice["finish_reason"]
     return True
 
 
 async def send(
-    client: httpx.AsyncClient, base_url: str, model: str, req: ReplayRequest, max_tokens: int, top_logprobs: int
+    client: httpx.AsyncClient, base_url: str, model: str, req: ReplayRequest, max_tokens: int, top_logprobs: int,
+    api: Api = "chat",
 ) -> RequestRecord:
+    """One request, streamed; with ``api="completions"`` the prompt's token ids come from the
+    engine's ``/tokenize`` first, and TTFT and end-to-end time count from the completion
+    request, not the tokenize call (which is preparation, not serving)."""
     rec = RequestRecord(key=req.key, session=req.session, turn=req.turn, phase=req.phase)
-    body = {
+    common = {
         "model": model,
-        "messages": req.chat_messages(),
         "max_tokens": max_tokens,
         "temperature": 0,
         "seed": 0,
         "ignore_eos": True,  # fixed-length outputs: every position has a control to compare with
-        "logprobs": True,
-        "top_logprobs": top_logprobs,
         "return_tokens_as_token_ids": True,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if api == "chat":
+        url = _url(base_url, "/v1/chat/completions")
+        body = {**common, "messages": req.chat_messages(), "logprobs": True, "top_logprobs": top_logprobs}
+    else:
+        prompt = await _prompt_ids(client, base_url, model, req, rec)
+        if prompt is None:
+            return rec
+        url = _url(base_url, "/v1/completions")
+        body = {**common, "prompt": prompt, "logprobs": top_logprobs}
     content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()  # what httpx's json= sends
     loads = json.loads
-    t0 = time.perf_counter()
+    clock = StreamClock()
     text: list[str] = []
     try:
-        async with client.stream("POST", _chat_url(base_url), content=content, headers=_JSON) as resp:
+        async with client.stream("POST", url, content=content, headers=_JSON) as resp:
             if resp.status_code != 200:
                 detail = (await resp.aread()).decode(errors="replace")[:500]
                 rec.error = f"HTTP {resp.status_code}: {_error_message(detail)}"
-                rec.e2e_s = time.perf_counter() - t0
+                rec.e2e_s = time.perf_counter() - clock.sent
                 return rec
             # SSE lines split here from raw bytes, as aiter_lines would (LF or CRLF), without
             # httpx's per-chunk decoder stack: that was a quarter of the client's CPU.
@@ -105,18 +147,18 @@ async def send(
                     if not line.startswith(b"data: ") or (chunk := line[6:].rstrip(b"\r")) == b"[DONE]":
                         continue
                     # str, not bytes: json skips guessing the encoding
-                    if not apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, t0):
+                    if not apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, clock):
                         stop = True
                         break
                 if stop:
                     break
             else:
                 if pending.startswith(b"data: ") and (chunk := pending[6:].rstrip(b"\r")) != b"[DONE]":
-                    apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, t0)  # a last line without its newline
+                    apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, clock)  # a last line without its newline
     except httpx.HTTPError as exc:
         rec.error = f"{type(exc).__name__}: {exc}"
     rec.text = "".join(text)
-    rec.e2e_s = time.perf_counter() - t0
+    rec.e2e_s = time.perf_counter() - clock.sent
     return rec
 
 
@@ -124,9 +166,25 @@ _JSON = {"content-type": "application/json"}
 
 
 @functools.lru_cache(maxsize=64)
-def _chat_url(base_url: str) -> httpx.URL:
+def _url(base_url: str, path: str) -> httpx.URL:
     # Parsed once: httpx's URL parsing was a tenth of the client's CPU per request.
-    return httpx.URL(f"{base_url}/v1/chat/completions")
+    return httpx.URL(f"{base_url}{path}")
+
+
+async def _prompt_ids(client: httpx.AsyncClient, base_url: str, model: str, req: ReplayRequest,
+                      rec: RequestRecord) -> list[int] | None:
+    """The request's messages through the engine's own chat template, as token ids; None
+    (and ``rec.error`` set) when the engine would not tokenize them."""
+    body = {"model": model, "messages": req.chat_messages(), "add_generation_prompt": True}
+    try:
+        resp = await client.post(_url(base_url, "/tokenize"), content=json.dumps(body).encode(), headers=_JSON)
+    except httpx.HTTPError as exc:
+        rec.error = f"tokenize: {type(exc).__name__}: {exc}"
+        return None
+    if resp.status_code != 200:
+        rec.error = f"tokenize: HTTP {resp.status_code}: {_error_message(resp.text)}"
+        return None
+    return list(resp.json()["tokens"])
 
 
 def _error_message(body: str) -> str:
@@ -188,7 +246,8 @@ async def replay(
                 on_phase(phase)
             before = await _safe_scrape(client, base_url)
             records = await asyncio.gather(
-                *(send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs) for r in requests)
+                *(send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs, workload.api)
+                  for r in requests)
             )
             for rec in records:
                 rec.restarts = restarts

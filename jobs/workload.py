@@ -12,13 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Literal
 
 from images.canary import corpus
 
 if TYPE_CHECKING:
     from orchestrator.spec import WorkloadSpec
+
+Api = Literal["chat", "completions"]  # the OpenAI API a workload is replayed through
+
 
 @dataclass(frozen=True)
 class ReplayRequest:
@@ -40,6 +43,7 @@ class Workload:
     top_logprobs: int
     # Phases after which the engine is stopped and started again (trace restart points).
     restart_after: tuple[str, ...] = ()
+    api: Api = "chat"
 
     @property
     def requests(self) -> list[ReplayRequest]:
@@ -55,7 +59,7 @@ def build_workload(spec: WorkloadSpec) -> Workload:
     if spec.kind == "trace":
         from jobs.traces import load_trace, trace_to_workload
 
-        return trace_to_workload(load_trace(spec.trace), spec.max_tokens, spec.top_logprobs)
+        return replace(trace_to_workload(load_trace(spec.trace), spec.max_tokens, spec.top_logprobs), api=spec.api)
     rng = random.Random(spec.seed)
     system, defs = corpus.system_prompt(rng, max(4, spec.prefix_tokens // _TOKENS_PER_LINE))
     # Recorded histories: each user turn asks for an identifier from the prefix, and
@@ -82,7 +86,8 @@ def build_workload(spec: WorkloadSpec) -> Workload:
         sid = f"s{spec.sessions + k}"
         # An agent switch: a fresh session on the warm shared prefix, after the others.
         phases.append((f"switch-{k}", (request(sid, 0, f"switch-{k}"),)))
-    return Workload(name=spec.name, phases=tuple(phases), max_tokens=spec.max_tokens, top_logprobs=spec.top_logprobs)
+    return Workload(name=spec.name, phases=tuple(phases), max_tokens=spec.max_tokens, top_logprobs=spec.top_logprobs,
+                    api=spec.api)
 
 
 def workload_digest(spec: WorkloadSpec) -> str:
@@ -95,5 +100,8 @@ def workload_digest(spec: WorkloadSpec) -> str:
         # Only when present: workloads without restarts keep the digests (and cell ids)
         # they had before replays executed restart points.
         content["restart_after"] = list(wl.restart_after)
+    if wl.api != "chat":
+        # Likewise: chat workloads keep the digests they had before the API was a choice.
+        content["api"] = wl.api
     payload = json.dumps(content, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()

@@ -159,6 +159,9 @@ class WorkloadSpec(_Strict):
     agent_switches: int = Field(default=1, ge=0)
     max_tokens: int = Field(default=24, ge=1)
     top_logprobs: int = Field(default=2, ge=2, le=20)
+    # chat: /v1/chat/completions; completions: the engine's /tokenize renders the same
+    # messages with its chat template and the ids go to /v1/completions (jobs/replay.py).
+    api: Literal["chat", "completions"] = "chat"
 
     @model_validator(mode="after")
     def _trace_iff_kind(self) -> WorkloadSpec:

@@ -54,6 +54,7 @@ def requests() -> list[RequestRecord]:
             text="abc",
             finish_reason="length",
             ttft_s=0.01,
+            itl_s=[0.02, 0.01 * (turn + 1)],
             e2e_s=0.05,
         )
         for turn in range(3)
@@ -237,6 +238,20 @@ def test_grades_are_appended(store: Store, sweep: int) -> None:
     assert {r.run_id: r.verdict for r in list_runs(store)} == {run_id: "clean", control_run: None}
 
 
+def test_show_cell_summarises_latencies_of_answered_requests(store: Store, sweep: int) -> None:
+    cell = make_cell(NEW)
+    store.add_cell(sweep, cell)
+    store.record_run(sweep, outcome(cell))
+    (run,) = show_cell(store, cell.id).runs
+    # Three answered requests (the failed one is left out); ITLs pooled: 0.02 x3, 0.01, 0.02, 0.03.
+    assert run.latency == {
+        "requests": 3,
+        "ttft_p50_s": 0.01, "ttft_p99_s": 0.01,
+        "itl_p50_s": 0.02, "itl_p99_s": 0.03,
+        "e2e_p50_s": 0.05, "e2e_p99_s": 0.05,
+    }
+
+
 def test_show_cell_prefix_errors(store: Store, sweep: int) -> None:
     store.add_cell(sweep, make_cell(OLD))
     store.add_cell(sweep, make_cell(NEW))
@@ -404,8 +419,9 @@ def test_migration_0003_backfills_run_samples(db_url: str) -> None:
             conn.execute(insert(Run).values(cell_id=c.id, status=status, **run).returning(Run.id)).scalar_one()
             for c, status in ((cell, "ok"), (crashed, "crashed"))
         )
-        # `restarts` came later (migration 0004): a 0002 table has no such column.
-        conn.execute(insert(RequestRow), [{"run_id": ok, **{k: v for k, v in asdict(r).items() if k != "restarts"}}
+        # `restarts` and `itl_s` came later (migrations 0004, 0007): a 0002 table has no such columns.
+        conn.execute(insert(RequestRow), [{"run_id": ok, **{k: v for k, v in asdict(r).items()
+                                                            if k not in ("restarts", "itl_s")}}
                                           for r in recorded])
         conn.execute(insert(MetricRow), [{"run_id": ok, "phase": phase, "name": name, "value": value}
                                          for phase, samples in metrics.items() for name, value in samples.items()])
@@ -415,6 +431,7 @@ def test_migration_0003_backfills_run_samples(db_url: str) -> None:
     try:
         samples = load_samples(store, [ok, failed])
         assert samples == {ok: RunSamples.from_records(store.requests_for(ok))}
+        assert [r.itl_s for r in store.requests_for(ok)] == [[]] * len(recorded)  # NULL: not measured then
         assert samples[ok].decode_tps[0] is None and samples[ok].ttft_s[-1] is None  # one token; failed
         assert metric_totals_for(store, [ok, failed]) == {ok: counter_totals(metrics)}
         # The same run recorded today writes the same summary row.

@@ -39,10 +39,10 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return request.param
 
 
-def _send(model: str, max_tokens: int = 6, top: int = 3, **server: float) -> RequestRecord:
+def _send(model: str, max_tokens: int = 6, top: int = 3, api: str = "chat", **server: float) -> RequestRecord:
     async def go() -> RequestRecord:
         async with stub.StubServer(**server) as s, _client(10) as client:
-            return await send(client, s.base_url, model, REQ, max_tokens, top)
+            return await send(client, s.base_url, model, REQ, max_tokens, top, api)  # type: ignore[arg-type]
 
     return asyncio.run(go())
 
@@ -60,6 +60,24 @@ def test_tokens_logprobs_margins_and_finish_reason() -> None:
     assert (rec.key, rec.session, rec.turn, rec.phase) == ("s0/1", "s0", 1, "turn-1")
 
 
+def test_completions_api_reads_the_same_answer_from_its_own_stream_shape() -> None:
+    chat = _send("stub", max_tokens=6, top=3)
+    completion = _send("stub", max_tokens=6, top=3, api="completions")
+    assert completion.error is None
+    for name in ("token_ids", "logprobs", "text", "finish_reason"):
+        assert getattr(completion, name) == getattr(chat, name), name
+    assert completion.margins == pytest.approx(chat.margins)
+    # The prompt went as the ids /tokenize gave: one per word of the messages here.
+    assert completion.prompt_tokens == len(stub.tokenize({"messages": REQ.chat_messages()})) == 7
+    assert len(completion.itl_s) == 5 and completion.ttft_s is not None
+
+
+def test_completions_api_reports_a_refused_tokenize() -> None:
+    rec = _send("stub-tokenize-400", api="completions")
+    assert rec.error == "tokenize: HTTP 400: stub: cannot tokenize"
+    assert rec.token_ids == [] and rec.ttft_s is None
+
+
 def test_single_top_logprob_has_no_margin() -> None:
     rec = _send("stub", max_tokens=3, top=1)
     assert rec.margins == [None, None, None] and len(rec.token_ids) == 3
@@ -71,6 +89,35 @@ def test_ttft_is_time_to_first_token_not_first_byte() -> None:
     assert rec.ttft_s is not None and rec.e2e_s is not None
     assert 0.08 <= rec.ttft_s < rec.e2e_s
     assert rec.e2e_s >= 0.08 + 3 * 0.01
+
+
+def test_inter_token_latencies_are_gaps_between_token_chunks() -> None:
+    rec = _send("stub", max_tokens=4, top=2, first_token_delay_s=0.02, token_delay_s=0.03)
+    assert rec.ttft_s is not None and rec.e2e_s is not None
+    assert len(rec.itl_s) == 3 and all(gap >= 0 for gap in rec.itl_s)
+    assert rec.ttft_s + sum(rec.itl_s) <= rec.e2e_s
+
+
+def test_a_chunk_of_several_tokens_is_one_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fake clock, so the arithmetic is exact: sent at 10.0, then chunks at 10.5
+    # (one token), 10.75 (two tokens: speculative decoding accepted a draft), 11.0.
+    from jobs import replay as replay_mod
+
+    times = iter([10.0, 10.5, 10.75, 11.0])
+    monkeypatch.setattr(replay_mod.time, "perf_counter", lambda: next(times))
+    clock = replay_mod.StreamClock()
+    rec = RequestRecord(key="s0/0", session="s0", turn=0, phase="turn-0")
+
+    def chunk(*ids: int) -> dict:
+        items = [{"token": f"token_id:{i}", "logprob": -0.1, "top_logprobs": []} for i in ids]
+        return {"choices": [{"delta": {"content": "x"}, "logprobs": {"content": items}}]}
+
+    role_only = {"choices": [{"delta": {"role": "assistant"}}]}  # no token: not a gap
+    for c in (role_only, chunk(1), chunk(2, 3), role_only, chunk(4)):
+        assert replay_mod.apply_chunk(rec, c, [], clock)
+    assert rec.token_ids == [1, 2, 3, 4]
+    assert rec.ttft_s == pytest.approx(0.5)
+    assert rec.itl_s == pytest.approx([0.25, 0.25])
 
 
 def test_http_500_becomes_error() -> None:
