@@ -345,3 +345,17 @@ def test_import_vllm_custom_and_cli(tmp_path: Path) -> None:
     bad = _jsonl(tmp_path / "bad.jsonl", [{"prompt": "ok"}, {"text": "no prompt"}])
     result = runner.invoke(cli, ["traces", "import", "--format", "vllm-custom", str(bad), str(out)])
     assert result.exit_code == 2 and f"{bad}:2: expected" in result.output
+
+
+def test_the_api_is_part_of_a_workload_and_its_digest(tmp_path: Path) -> None:
+    from jobs.workload import build_workload, workload_digest
+    from orchestrator.spec import WorkloadSpec
+
+    path = tmp_path / "t.jsonl"
+    save_trace(synth_trace(0, 2, 2, 200, 1), path)
+    for kind in ({}, {"kind": "trace", "trace": str(path)}):
+        chat, completions = WorkloadSpec(**kind), WorkloadSpec(**kind, api="completions")
+        assert build_workload(chat).api == "chat" and build_workload(completions).api == "completions"
+        # Default chat keeps the digest it had before the API was a choice (pinned in
+        # tests/test_lmcache.py); completions is a different experiment.
+        assert workload_digest(WorkloadSpec(**kind, api="chat")) == workload_digest(chat) != workload_digest(completions)
