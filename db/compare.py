@@ -39,6 +39,7 @@ from db.samples import (  # noqa: F401 - decode_tps re-exported
     SamplesDecoder,
     counter_totals,
     decode_tps,
+    quantile,
 )
 from db.table import knob_text
 
@@ -214,14 +215,6 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between order statistics, as numpy's default method."""
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
 def _ratio(b: Sequence[float], c: Sequence[float]) -> float:
     denominator = sum(b)
     return sum(c) / denominator if denominator else math.nan
@@ -355,8 +348,8 @@ def ratio_intervals(
     usable = [bool(col) and all(math.isfinite(x) and x > 0 for x in col) for col in columns]
     sorted_cols = [sorted(col) if ok else [] for col, ok in zip(columns, usable)]
     per_pair = [
-        Interval(_finite(estimates[i]), _quantile(s, tails[0]) if ok else None,
-                 _quantile(s, tails[1]) if ok else None, len(b))
+        Interval(_finite(estimates[i]), quantile(s, tails[0]) if ok else None,
+                 quantile(s, tails[1]) if ok else None, len(b))
         for i, ((b, _), s, ok) in enumerate(zip(pairs, sorted_cols, usable))
     ]
     chosen = _chosen(per_pair)
@@ -368,7 +361,7 @@ def ratio_intervals(
     replicates_py = sorted(
         math.exp(sum(logs_py[rng_py.randrange(p)][r] for _ in range(p)) / p) for r in range(resamples)
     )
-    low, high = _quantile(replicates_py, tails[0]), _quantile(replicates_py, tails[1])
+    low, high = quantile(replicates_py, tails[0]), quantile(replicates_py, tails[1])
     return per_pair, Interval(_geometric_mean(per_pair, chosen), low, high, p)
 
 

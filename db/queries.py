@@ -7,7 +7,6 @@ Verdicts always come from a run's newest grade; an ungraded run shows its status
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from db.reads import (  # noqa: F401
     metric_totals_for,
 )
 from db.reads import chunks as _chunks
+from db.samples import quantile
 from db.store import Store
 from db.table import RENDER_WIDTH, SIGNATURE_WIDTH, Table, knob_text, lookup_table, render_table  # noqa: F401
 
@@ -126,36 +126,22 @@ def list_runs(store: Store, sweep_id: int | None = None, limit: int = 50) -> lis
         return [_summary(run, cell, verdict) for run, cell, verdict in session.execute(stmt)]
 
 
-def _group(rows: Iterable[Any]) -> dict[int, list[tuple[Any, ...]]]:
-    out: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
-    for run_id, *rest in rows:
-        out[run_id].append(tuple(rest))
-    return out
-
-
-def _quantile(values: list[float], q: float) -> float | None:
-    """Nearest-rank quantile (no interpolation: a latency that was measured)."""
-    if not values:
-        return None
-    values = sorted(values)
-    return values[max(0, math.ceil(q * len(values)) - 1)]
-
-
 def latency_summary(rows: Iterable[tuple[float | None, list[float] | None, float | None]]) -> dict[str, float | int | None]:
     """Medians and 99th percentiles of TTFT, inter-token latency and end-to-end time,
-    from ``(ttft_s, itl_s, e2e_s)`` per answered request. ITLs are pooled over requests,
-    as vLLM's serving benchmark reports them; None where nothing was measured (runs
-    recorded before ITLs were have no ``itl_s``)."""
+    from ``(ttft_s, itl_s, e2e_s)`` per answered request. ITLs are pooled over requests
+    and percentiles interpolated linearly, as vLLM's serving benchmark reports them;
+    None where nothing was measured (runs recorded before ITLs were have no ``itl_s``)."""
     rows = list(rows)
-    ttft = [t for t, _, _ in rows if t is not None]
-    itl = [x for _, gaps, _ in rows for x in gaps or ()]
-    e2e = [e for _, _, e in rows if e is not None]
-    return {
-        "requests": len(rows),
-        "ttft_p50_s": _quantile(ttft, 0.5), "ttft_p99_s": _quantile(ttft, 0.99),
-        "itl_p50_s": _quantile(itl, 0.5), "itl_p99_s": _quantile(itl, 0.99),
-        "e2e_p50_s": _quantile(e2e, 0.5), "e2e_p99_s": _quantile(e2e, 0.99),
+    measured = {
+        "ttft": sorted(t for t, _, _ in rows if t is not None),
+        "itl": sorted(x for _, gaps, _ in rows for x in gaps or ()),
+        "e2e": sorted(e for _, _, e in rows if e is not None),
     }
+    out: dict[str, float | int | None] = {"requests": len(rows)}
+    for name, values in measured.items():
+        for q in (50, 99):
+            out[f"{name}_p{q}_s"] = quantile(values, q / 100) if values else None
+    return out
 
 
 def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
@@ -172,13 +158,12 @@ def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
         runs = session.scalars(
             select(Run).where(Run.cell_id == cell.id).order_by(Run.finished_at.desc(), Run.id.desc())
         ).all()
-        latency = {
-            run_id: latency_summary(rows)
-            for run_id, rows in _group(session.execute(
-                select(RequestRow.run_id, RequestRow.ttft_s, RequestRow.itl_s, RequestRow.e2e_s)
-                .where(RequestRow.run_id.in_([r.id for r in runs]), RequestRow.error.is_(None))
-            )).items()
-        }
+        answered: dict[int, list[tuple[Any, Any, Any]]] = defaultdict(list)
+        for run_id, *timing in session.execute(
+            select(RequestRow.run_id, RequestRow.ttft_s, RequestRow.itl_s, RequestRow.e2e_s)
+            .where(RequestRow.run_id.in_([r.id for r in runs]), RequestRow.error.is_(None))
+        ):
+            answered[run_id].append(tuple(timing))  # type: ignore[arg-type]
         grades: dict[int, list[GradeDetail]] = defaultdict(list)
         for g in session.scalars(
             select(GradeRow).where(GradeRow.run_id.in_([r.id for r in runs])).order_by(GradeRow.id.desc())
@@ -204,7 +189,7 @@ def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
                 timings=run.timings,
                 grades=grades[run.id],
                 attempts=run.attempts,
-                latency=latency.get(run.id, {}),
+                latency=latency_summary(answered[run.id]) if run.id in answered else {},
             )
             for run in runs
         ],

@@ -23,7 +23,7 @@ import json
 import math
 import struct
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,3 +146,11 @@ class SamplesDecoder:
 
     def samples(self, keys: str, phases: str, ttft_s: bytes, decode: bytes) -> RunSamples:
         return RunSamples(self.strings(keys), self.strings(phases), unpack_floats(ttft_s), unpack_floats(decode))
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics, as numpy's default method."""
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
