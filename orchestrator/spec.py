@@ -8,11 +8,9 @@ the YAML node it came from.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from typing import Annotated
-
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -24,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-
 from images.build import ImageOptions
+from jobs.workload import Api
 
 __all__ = ["ImageOptions", "MatrixSpec", "SpecError", "load_spec", "parse_spec"]
 
@@ -161,7 +159,7 @@ class WorkloadSpec(_Strict):
     top_logprobs: int = Field(default=2, ge=2, le=20)
     # chat: /v1/chat/completions; completions: the engine's /tokenize renders the same
     # messages with its chat template and the ids go to /v1/completions (jobs/replay.py).
-    api: Literal["chat", "completions"] = "chat"
+    api: Api = "chat"
 
     @model_validator(mode="after")
     def _trace_iff_kind(self) -> WorkloadSpec:
