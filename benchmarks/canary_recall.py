@@ -4,8 +4,8 @@ Run inside an engine venv (it needs torch and transformers, like the builder):
 
     ~/.cache/vmatrix/envs/ENV/bin/python benchmarks/canary_recall.py --steps 1500
 
-The canary's architecture and initialisation as ``images/canary/build_canary.py``
-builds it (same tokenizer, seed, frozen long-memory GDN decay), trained on shorter
+The canary as ``images/canary/build_canary.py`` builds it, untrained (the builder
+writes its checkpoint; same tokenizer, seed and frozen long-memory GDN decay), trained on shorter
 documents of the same recall language (3-8 definitions, 4 turns, 256 tokens) with a
 50-step warm-up and then a constant learning rate, so more steps fit in CPU minutes.
 Every ``--every`` steps it prints the builder's held-out report (answer accuracy,
@@ -31,7 +31,7 @@ import corpus
 
 def main() -> None:
     import torch
-    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    from transformers import Qwen3NextForCausalLM
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1500)
@@ -44,27 +44,19 @@ def main() -> None:
     a = ap.parse_args()
 
     torch.set_num_threads(1)
-    tok = builder.build_tokenizer(Path(tempfile.mkdtemp(prefix="canary-recall-")), 0, 1024)
-    torch.manual_seed(0)
-    layer_types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(4)]
-    cfg = Qwen3NextConfig(
-        vocab_size=1024, hidden_size=128, intermediate_size=256, num_hidden_layers=4, layer_types=layer_types,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=64, linear_key_head_dim=128,
-        linear_value_head_dim=128, linear_num_key_heads=1, linear_num_value_heads=2, num_experts=4,
-        num_experts_per_tok=2, moe_intermediate_size=128, shared_expert_intermediate_size=128,
-        max_position_embeddings=65536, tie_word_embeddings=False,
-        eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"), pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
-        bos_token_id=None,
-    )
-    model = Qwen3NextForCausalLM(cfg).float()
-    with torch.no_grad():
-        for layer in model.model.layers:
-            lin = getattr(layer, "linear_attn", None)
-            if lin is not None:
-                lin.A_log.copy_(torch.empty_like(lin.A_log).uniform_(0.005, 0.05).log())
-                lin.dt_bias.zero_()
-                lin.A_log.requires_grad_(False)
-                lin.dt_bias.requires_grad_(False)
+    # The canary as the builder makes it, untrained: its checkpoint, loaded back (the
+    # builder writes the initial weights, long-memory GDN decay included).
+    out = Path(tempfile.mkdtemp(prefix="canary-recall-"))
+    tok = builder.build_tokenizer(out, 0, 1024)
+    recipe = SimpleNamespace(hidden=128, layers=4, max_len=65536, train_steps=0, mtp_steps=0, batch=a.batch)
+    builder.build_model(out, 0, recipe, tok, -(-len(tok) // 64) * 64)
+    model = Qwen3NextForCausalLM.from_pretrained(out, torch_dtype=torch.float32)  # mtp.* weights: not used here
+    for layer in model.model.layers:
+        lin = getattr(layer, "linear_attn", None)
+        if lin is not None:  # frozen, as the builder trains it
+            lin.A_log.requires_grad_(False)
+            lin.dt_bias.requires_grad_(False)
+    cfg = model.config
     mtp = builder._mtp_module()(cfg, 0)  # untrained; the report wants one
     lo, hi = map(int, a.lines.split(","))
     rng = random.Random(7)
