@@ -197,12 +197,12 @@ class _Conn(asyncio.Protocol):
         req = json.loads(body)
         model = str(req.get("model", "stub"))
         if path == "/tokenize":
+            if model == "stub-tokenize-400":
+                err = {"error": {"message": "stub: cannot tokenize", "type": "BadRequestError", "code": 400}}
+                t.write(_plain("400 Bad Request", "application/json", json.dumps(err).encode()))
+                return
             ids = tokenize(req)
             answer = {"count": len(ids), "max_model_len": 65536, "tokens": ids, "token_strs": None}
-            if model == "stub-tokenize-400":
-                answer = {"error": {"message": "stub: cannot tokenize", "type": "BadRequestError", "code": 400}}
-                t.write(_plain("400 Bad Request", "application/json", json.dumps(answer).encode()))
-                return
             t.write(_plain("200 OK", "application/json", json.dumps(answer).encode()))
             return
         if model == "stub-500":
