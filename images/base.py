@@ -54,7 +54,7 @@ def build_base(tag: str = DEFAULT_TAG, suite: str = "bookworm", mirror: str = "h
         with (log.open("a") if log else open("/dev/null", "w")) as fh:
             fh.write("$ " + " ".join(argv) + "\n")
             fh.flush()
-            if subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT).returncode != 0:
+            if subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT).returncode != 0:
                 raise ImageBuildError(f"debootstrap {suite} from {mirror} failed (see {log or 'its output'})")
         # Package lists and caches are dead weight in every engine image.
         for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
