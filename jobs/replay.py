@@ -226,8 +226,7 @@ async def replay(
     Raises nothing for engine failures: failed requests carry ``error`` and the
     caller decides (with the process state) whether the engine crashed.
     """
-    last = workload.phases[-1][0] if workload.phases else None
-    points = [p for p in workload.restart_after if p != last]
+    points = workload.restart_points
     if points and restart is None:
         raise ValueError(f"workload {workload.name!r} restarts the engine after {points[0]!r}; give replay a restart")
     transcript = Transcript()
