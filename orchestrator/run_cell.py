@@ -80,8 +80,15 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
     if runtime.kind == "docker":
         if cell.knobs.get("lmcache_connector"):
             raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
-        from orchestrator.runtimes.docker import (CONTAINER_PORT, LABEL_CELL, LABEL_OWNER, LABEL_SWEEP,
-                                                  EngineContainer, ensure_image, reap_containers)
+        from orchestrator.runtimes.docker import (
+            CONTAINER_PORT,
+            LABEL_CELL,
+            LABEL_OWNER,
+            LABEL_SWEEP,
+            EngineContainer,
+            ensure_image,
+            reap_containers,
+        )
 
         reap_containers()  # containers of a killed attempt of this (or any) cell on this host
         image = ensure_image(cell.engine, runtime.images, log_dir / f"image-{cell.engine.env_id}.log")
