@@ -151,6 +151,11 @@ class RequestRow(Base):
     # Engine restarts before this request (trace restart points); 0 for runs recorded
     # before restarts existed (migration 0004).
     restarts: Mapped[int] = mapped_column(Integer, server_default="0")
+    # What the answer should be (jobs.expect.Expectation's JSON form) and how many
+    # characters of `text` came before the model's end-of-turn token; NULL on runs
+    # recorded before them (migration 0008), and where unknown.
+    expect: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))  # None: SQL NULL, not 'null'
+    answer_chars: Mapped[int | None] = mapped_column(Integer)
 
 
 class RunSampleRow(Base):

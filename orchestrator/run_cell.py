@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jobs.records import ControlReference
-from jobs.replay import replay
+from jobs.replay import model_end_tokens, replay
 from jobs.workload import build_workload
 from orchestrator import lmcache
 from orchestrator.cells import Cell, RunOutcome
@@ -215,7 +215,8 @@ def run_cell(
         try:
             transcript = asyncio.run(
                 asyncio.wait_for(replay(engine.base_url, SERVED_NAME, workload,
-                                        on_phase=lambda p: say(f"replaying {p}"), restart=restart, control=control),
+                                        on_phase=lambda p: say(f"replaying {p}"), restart=restart, control=control,
+                                        end_tokens=model_end_tokens(cell.model.path)),
                                  budget)
             )
         except TimeoutError:
