@@ -10,7 +10,8 @@ Cell verdicts (docs/GRADING.md has the reasons and the measurements):
 
 - ``corrupt``: a request diverges at a clear margin, a request that was sent got no
   answer, or more than ``max_tie_flip_fraction`` of the requests tie-flip while
-  logprobs drift beyond the envelope.
+  logprobs drift beyond the envelope; or the cell answers fewer requests right than
+  its control, beyond noise (:func:`recall`: ground truth, where the workload knows it).
 - ``degraded``: none of that, but too many tie flips without drift, a symptom
   (jobs/symptoms.py) the control does not show, or, with a measured noise floor,
   logprob drift beyond its envelope.
@@ -22,6 +23,7 @@ control-vs-control repeat measured a larger one (:func:`noise_floor`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -37,6 +39,12 @@ from jobs.records import RequestRecord, Transcript
 # a measured floor (a GPU engine drifted 0.24 healthy in shared/ENGINES.md).
 DRIFT_ENVELOPE = 1.5
 CONTINUATION_TOKENS = 8  # token ids kept on each side of a divergence, for evidence
+# A cell recalls worse than its control when the one-sided exact McNemar test says so at
+# this level: with no request the other way, 5 the control got right and the cell wrong
+# (p = 1/32), not 4 (p = 1/16). As vLLM's own hybrid prefix-cache test
+# (tests/v1/e2e/test_hybrid_mamba_prefix_cache_correctness.py): needle recall against an
+# APC-off control, failing only on more flips than a margin allows.
+RECALL_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,70 @@ def compare(cell: RequestRecord | None, control: RequestRecord, tie_margin: floa
         drift=drift, drift_index=drift_index, cell_tokens=tuple(a[i:i + CONTINUATION_TOKENS]),
         control_tokens=tuple(b[i:i + CONTINUATION_TOKENS]), cell_text=cell.text, control_text=control.text,
     )
+
+
+# --- ground truth: how many answers are right, in the cell and in its control -------------
+
+
+def mcnemar_p(b: int, c: int) -> float:
+    """One-sided exact McNemar test: P(X >= b) for X ~ Binomial(b + c, 1/2), the chance of
+    at least ``b`` of the ``b + c`` discordant requests going the cell's way by noise alone."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, k) for k in range(b, n + 1)) / 2**n
+
+
+@dataclass(frozen=True)
+class Recall:
+    """Task accuracy of a cell and of its control, over the requests with an expectation
+    that both answered."""
+
+    requests: int
+    cell: int  # right in the cell
+    control: int  # right in the control
+    b: int  # right in the control, wrong in the cell
+    c: int  # wrong in the control, right in the cell
+    p: float  # mcnemar_p(b, c)
+    regressions: tuple[dict[str, Any], ...]  # the b requests: key, session, turn, expected, both answers
+
+    @property
+    def worse(self) -> bool:
+        """The cell recalls worse than its control beyond noise (equal or better never is)."""
+        return self.p < RECALL_ALPHA
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"regressions": list(self.regressions), "alpha": RECALL_ALPHA}
+
+
+def recall(cell: Transcript, control: Transcript) -> Recall:
+    """Grade every answer with an expectation against it (:mod:`jobs.expect`), in both runs.
+
+    Requests not answered in both (failed, or not sent) are left out: a failed request
+    is ``missing`` already, a skipped one was never asked.
+    """
+    mine = cell.by_key()
+    n = right_cell = right_control = 0
+    regressions: list[dict[str, Any]] = []
+    c = 0
+    for ref in control.requests:
+        got = mine.get(ref.key)
+        if ref.expect is None or ref.error or got is None or got.error:
+            continue
+        n += 1
+        ok_control, ok_cell = ref.expect.matches(ref.answer), ref.expect.matches(got.answer)
+        right_control += ok_control
+        right_cell += ok_cell
+        c += ok_cell and not ok_control
+        if ok_control and not ok_cell:
+            regressions.append({
+                "key": ref.key, "session": ref.session, "turn": ref.turn, "expected": ref.expect.to_json(),
+                # The answer, or the whole text when the model did not finish one.
+                "cell_text": got.answer if got.answer is not None else got.text, "cell_finished": got.answer is not None,
+                "control_text": ref.answer,
+            })
+    b = len(regressions)
+    return Recall(n, right_cell, right_control, b, c, mcnemar_p(b, c), tuple(regressions))
 
 
 # --- the noise floor: the control against itself -------------------------------------------
@@ -178,6 +250,7 @@ def grade_transcripts(
     identical = len(sent) - len(ties) - len(bad)
     found = symptoms.blamed(symptoms.transcript_symptoms(cell), symptoms.transcript_symptoms(control),
                             ignore_symptoms)
+    truth = recall(cell, control)
     # Without a measured floor the tie margin stands in for it: it is only used to tell
     # many flips with drifted numerics (corrupt) from many flips without (degraded).
     envelope = DRIFT_ENVELOPE * max(floor.max_drift if floor else 0.0, margin)
@@ -198,6 +271,7 @@ def grade_transcripts(
         "aborted_early": cell.aborted_early,
         "symptoms": {"blamed": [s.to_json() for s in found.blamed], "excused": [s.to_json() for s in found.excused],
                      "control_kinds": found.control_kinds},
+        "recall": truth.to_json(),
     }
     skipped = f"; aborted early, {len(evidence['skipped'])} request(s) not sent" if cell.aborted_early else ""
     calibrated = f" (calibrated from {tie_margin})" if margin != tie_margin else ""
@@ -216,6 +290,15 @@ def grade_transcripts(
         return "corrupt", (f"{len(ties)}/{len(sent)} requests flip at near-ties (noise allows "
                            f"{max_tie_flip_fraction:.0%}) and logprobs drift {drifted.drift:.3f} (envelope "
                            f"{envelope:.3f}); first at {_where(ties[0])}"), evidence
+    if truth.worse:
+        wrong = truth.regressions[0]
+        g = next(g for g in grades if g.key == wrong["key"])
+        evidence["first"] = _headline(g, "recall") | {
+            k: wrong[k] for k in ("expected", "cell_text", "control_text", "cell_finished")}
+        return "corrupt", (f"recall {truth.cell}/{truth.requests} against the control's {truth.control}/"
+                           f"{truth.requests}: {truth.b} answer(s) right in the control are wrong in the cell, "
+                           f"{truth.c} the other way (p = {truth.p:.3g}); first at session {g.session} turn {g.turn}"
+                           ), evidence
     if found.blamed:
         s = found.blamed[0]
         g = next((g for g in grades if g.key == s.key), None)
@@ -237,7 +320,9 @@ def grade_transcripts(
         return "degraded", (f"logprob drift {drifted.drift:.3f} beyond the noise envelope {envelope:.3f} at "
                             f"session {drifted.session} turn {drifted.turn} token {drifted.drift_index}"), evidence
     flips = f", {len(ties)} tie flip(s) at margin <= {margin:.3g}{calibrated}" if ties else ""
-    return "clean", f"{identical}/{len(sent)} requests identical to control{flips}{skipped}", evidence
+    right = (f"; recall {truth.cell}/{truth.requests} (control {truth.control}/{truth.requests})"
+             if truth.requests else "")
+    return "clean", f"{identical}/{len(sent)} requests identical to control{flips}{right}{skipped}", evidence
 
 
 @dataclass(frozen=True)

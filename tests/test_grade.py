@@ -120,3 +120,91 @@ def test_a_symptom_the_control_shows_too_is_excused() -> None:
     control.requests[0].text = "4 5 6"
     assert grade_transcripts(cell, control, 0.04, ignore_symptoms=["tag_leak"])[0] == "clean"
     assert grade_transcripts(cell, control, 0.04)[0] == "degraded"
+
+
+# --- ground truth: recall against the control (hand-built transcripts) --------------------
+
+def answered(expects: list, answers: list[str | None], flips: frozenset[int] = frozenset()) -> Transcript:
+    """One request per expectation; ``answers[i]`` is what the model answered (None: it did
+    not finish within max_tokens); requests in ``flips`` left the control's tokens at a
+    near-tie (margin 0.01), which the token-level grade alone calls noise."""
+    reqs = []
+    for i, (expect, answer) in enumerate(zip(expects, answers)):
+        text = answer if answer is not None else "var_1 = alpha beta gam"
+        reqs.append(RequestRecord(key=f"s{i}/0", session=f"s{i}", turn=0, phase="turn-0",
+                                  token_ids=[1, 9 if i in flips else 2], margins=[2.0, 0.01], text=text,
+                                  expect=expect, answer_chars=len(answer) if answer is not None else None))
+    return Transcript(requests=reqs)
+
+
+RIGHT = "var_1 = alpha beta"
+
+
+def test_mcnemar_one_sided_exact() -> None:
+    from jobs.grade import mcnemar_p
+
+    assert mcnemar_p(5, 0) == 1 / 32 and mcnemar_p(4, 0) == 1 / 16 and mcnemar_p(0, 0) == 1.0
+    assert mcnemar_p(6, 1) == 8 / 128 and mcnemar_p(7, 1) == 9 / 256
+    assert mcnemar_p(0, 6) == 1.0
+
+
+def test_five_answers_the_control_got_right_and_the_cell_wrong_are_corrupt() -> None:
+    from jobs.expect import Expectation
+
+    expects = [Expectation.exact(RIGHT)] * 10
+    control = answered(expects, [RIGHT] * 10)
+    wrong = frozenset({1, 3, 4, 6, 8})
+    cell = answered(expects, ["var_1 = alpha delta" if i in wrong else RIGHT for i in range(10)], flips=wrong)
+    # Every flip is at a near-tie: token by token this cell is clean; its answers are not.
+    verdict, summary, evidence = grade_transcripts(cell, control, tie_margin=0.04)
+    assert verdict == "corrupt", summary
+    assert "recall 5/10 against the control's 10/10" in summary and "first at session s1 turn 0" in summary
+    r = evidence["recall"]
+    assert (r["requests"], r["cell"], r["control"], r["b"], r["c"], r["p"]) == (10, 5, 10, 5, 0, 1 / 32)
+    assert [w["key"] for w in r["regressions"]] == [f"s{i}/0" for i in sorted(wrong)]
+    first = r["regressions"][0]
+    assert (first["session"], first["turn"], first["expected"]) == ("s1", 0, {"exact": RIGHT})
+    assert (first["cell_text"], first["control_text"]) == ("var_1 = alpha delta", RIGHT)
+    assert evidence["first"]["reason"] == "recall" and evidence["first"]["token_index"] == 1
+    assert evidence["first"]["expected"] == {"exact": RIGHT}
+    # Four are within noise: the cell is not blamed on recall (the evidence still counts them).
+    cell.requests[8] = control.requests[8]
+    verdict, summary, evidence = grade_transcripts(cell, control, tie_margin=0.04)
+    assert verdict == "clean" and "recall 6/10 (control 10/10)" in summary
+    assert (evidence["recall"]["b"], evidence["recall"]["p"]) == (4, 1 / 16)
+
+
+def test_an_unfinished_answer_is_wrong_and_a_better_cell_is_never_blamed() -> None:
+    from jobs.expect import Expectation
+
+    expects = [Expectation.exact(RIGHT)] * 6
+    # The control is cut by max_tokens (None) in all six; the cell finishes them right.
+    control = answered(expects, [None] * 6)
+    cell = answered(expects, [RIGHT] * 6)
+    verdict, summary, evidence = grade_transcripts(cell, control)
+    assert verdict == "clean" and "recall 6/6 (control 0/6)" in summary
+    assert (evidence["recall"]["b"], evidence["recall"]["c"], evidence["recall"]["p"]) == (0, 6, 1.0)
+    # Turned around, the cell's cut answers are wrong: corrupt, and the evidence says unfinished.
+    verdict, _, evidence = grade_transcripts(control, cell)
+    assert verdict == "corrupt" and evidence["recall"]["regressions"][0]["cell_finished"] is False
+    # Requests without an expectation are not counted, and a clean summary does not mention recall.
+    plain = tx([1, 2], [3, 4])
+    verdict, summary, evidence = grade_transcripts(plain, plain)
+    assert "recall" not in summary and evidence["recall"]["requests"] == 0
+
+
+def test_regex_and_tool_call_expectations_are_graded_too() -> None:
+    from jobs.expect import Expectation
+
+    call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
+    expects = [Expectation.regex(r"var_\d+ = alpha .*"), Expectation.tool_call("read_file", {"path": "a.py"})] * 3
+    control = answered(expects, [RIGHT, call] * 3)
+    reordered = '<tool_call>{"arguments": {"path": "a.py"}, "name": "read_file"}</tool_call>'
+    same = answered(expects, ["var_7 = alpha omega", reordered] * 3)
+    verdict, summary, _ = grade_transcripts(same, control)
+    assert verdict == "clean" and "recall 6/6 (control 6/6)" in summary
+    worse = answered(expects, ["var_7 = beta", call.replace("a.py", "b.py")] * 2 + ["var_7 = beta", "no call"])
+    verdict, _, evidence = grade_transcripts(worse, control)
+    assert verdict == "corrupt" and (evidence["recall"]["b"], evidence["recall"]["c"]) == (6, 0)
+    assert evidence["recall"]["regressions"][1]["expected"] == {"tool_call": {"name": "read_file",
+                                                                              "arguments": {"path": "a.py"}}}
