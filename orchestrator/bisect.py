@@ -405,7 +405,7 @@ def release_candidates(
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
 
 
 def resolve_ref(repo: Path, ref: str, role: str) -> str:
@@ -709,7 +709,7 @@ class SweepEvaluator:
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             self._ensure_env(recipe, log)
-        except Exception:  # noqa: BLE001 - reported by the step that needs this venv
+        except Exception:  # noqa: BLE001, S110 - reported by the step that needs this venv
             pass
 
     def close(self) -> None:
