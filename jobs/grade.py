@@ -12,6 +12,9 @@ Cell verdicts (docs/GRADING.md has the reasons and the measurements):
   answer, or more than ``max_tie_flip_fraction`` of the requests tie-flip while
   logprobs drift beyond the envelope; or the cell answers fewer requests right than
   its control, beyond noise (:func:`recall`: ground truth, where the workload knows it).
+- ``unexercised``: none of that, but what the cell claims to test did not happen
+  (:func:`coverage`: prefix caching without a hit, speculative decoding without a
+  draft, LMCache without a retrieval, a restart point not executed).
 - ``degraded``: none of that, but too many tie flips without drift, a symptom
   (jobs/symptoms.py) the control does not show, or, with a measured noise floor,
   logprob drift beyond its envelope.
@@ -178,6 +181,73 @@ def recall(cell: Transcript, control: Transcript) -> Recall:
     return Recall(n, right_cell, right_control, b, c, mcnemar_p(b, c), tuple(regressions))
 
 
+# --- coverage: did what the cell claims to test happen? -------------------------------------
+
+# Counter names as the replay stores them (jobs/metrics.py: per-phase /metrics deltas,
+# engine and model labels folded away).
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+# vLLM's counters of the KV connector (LMCache): tokens asked of it and tokens it served.
+# What LMCache stored is not among vLLM's counters (LMCache's own, `lmcache:*`, are
+# LMCache's to serve and the replay does not scrape them), so the check is on what it
+# retrieved: a cell whose LMCache never served a token did not put it in any answer.
+CONNECTOR_HITS = "vllm:external_prefix_cache_hits_total"
+CONNECTOR_QUERIES = "vllm:external_prefix_cache_queries_total"
+
+
+@dataclass(frozen=True)
+class Exercised:
+    """What a cell claims to test, from its knobs and its workload (the scheduler builds
+    it; the grader does not read the orchestrator's types)."""
+
+    prefix_caching: bool = False
+    speculative: bool = False
+    lmcache: bool = False  # a KV connector is set
+    restart_points: tuple[str, ...] = ()  # jobs.workload.Workload.restart_points, in order
+
+
+def _total(metrics: dict[str, dict[str, float]], name: str) -> float:
+    # jobs.metrics.total, without importing the scraper (httpx, prometheus_client) here.
+    return sum(phase.get(name, 0.0) for phase in metrics.values())
+
+
+def coverage(cell: Transcript, exercised: Exercised, requests: int) -> dict[str, Any]:
+    """The gaps between what a cell claims and what its run did, from the counters summed
+    over phases and the requests' restart counts.
+
+    A counter the run did not measure (no phase's /metrics was scraped, or the engine
+    exports no such counter) is listed as unmeasured, never as a gap: an unknown is not
+    evidence that nothing happened.
+    """
+    names = (PREFIX_HITS, PREFIX_QUERIES, SPEC_DRAFT_TOKENS, CONNECTOR_HITS, CONNECTOR_QUERIES)
+    counters = {name: _total(cell.metrics, name) for name in names}
+    scraped = bool(cell.metrics)  # a phase is recorded only when /metrics answered before and after it
+    gaps: list[str] = []
+    unmeasured: list[str] = []
+    if exercised.prefix_caching and requests > 1:  # one request has no shared prefix to hit
+        if not scraped:
+            unmeasured.append("prefix caching: /metrics not scraped")
+        elif counters[PREFIX_HITS] == 0:
+            gaps.append(f"prefix caching on, but no prefix-cache hit in {requests} requests "
+                        f"({counters[PREFIX_QUERIES]:.0f} tokens queried)")
+    if exercised.speculative:
+        if not scraped:
+            unmeasured.append("speculative decoding: /metrics not scraped")
+        elif counters[SPEC_DRAFT_TOKENS] == 0:
+            gaps.append("speculative decoding on, but no token drafted")
+    if exercised.lmcache:
+        if not scraped or counters[CONNECTOR_QUERIES] == 0:
+            # vLLM counts connector queries for every request when it has the counters.
+            unmeasured.append("LMCache: no KV connector counters (vllm:external_prefix_cache_*) recorded")
+        elif counters[CONNECTOR_HITS] == 0:
+            gaps.append(f"LMCache on, but no token retrieved through it ({counters[CONNECTOR_QUERIES]:.0f} tokens "
+                        f"asked)")
+    done = max((r.restarts for r in cell.requests), default=0)
+    gaps += [f"restart after {point} not executed" for n, point in enumerate(exercised.restart_points, 1) if done < n]
+    return {"exercised": asdict(exercised), "counters": counters, "gaps": gaps, "unmeasured": unmeasured}
+
+
 # --- the noise floor: the control against itself -------------------------------------------
 
 
@@ -234,8 +304,13 @@ def grade_transcripts(
     max_tie_flip_fraction: float = 1.0,
     floor: NoiseFloor | None = None,
     ignore_symptoms: Iterable[str] = (),
+    exercised: Exercised | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
-    """Return (verdict, one-line summary, evidence) for two completed replays."""
+    """Return (verdict, one-line summary, evidence) for two completed replays.
+
+    ``exercised``: what the cell claims to test, checked against its run (:func:`coverage`);
+    None: not checked (evidence ``coverage`` is None).
+    """
     margin = effective_tie_margin(tie_margin, floor)
     mine = cell.by_key()
     not_sent = set(cell.skipped)
@@ -272,6 +347,7 @@ def grade_transcripts(
         "symptoms": {"blamed": [s.to_json() for s in found.blamed], "excused": [s.to_json() for s in found.excused],
                      "control_kinds": found.control_kinds},
         "recall": truth.to_json(),
+        "coverage": coverage(cell, exercised, len(sent)) if exercised is not None else None,
     }
     skipped = f"; aborted early, {len(evidence['skipped'])} request(s) not sent" if cell.aborted_early else ""
     calibrated = f" (calibrated from {tie_margin})" if margin != tie_margin else ""
@@ -299,6 +375,11 @@ def grade_transcripts(
                            f"{truth.requests}: {truth.b} answer(s) right in the control are wrong in the cell, "
                            f"{truth.c} the other way (p = {truth.p:.3g}); first at session {g.session} turn {g.turn}"
                            ), evidence
+    if evidence["coverage"] and evidence["coverage"]["gaps"]:
+        # Matched its control, but what it claims to test did not happen: not evidence of health.
+        gaps = evidence["coverage"]["gaps"]
+        evidence["first"] = {"reason": "unexercised", "gap": gaps[0]}
+        return "unexercised", f"not exercised: {'; '.join(gaps)}", evidence
     if found.blamed:
         s = found.blamed[0]
         g = next((g for g in grades if g.key == s.key), None)

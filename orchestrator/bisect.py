@@ -51,7 +51,8 @@ Answer = Literal["good", "bad", "skip"]
 DEFAULT_WHEEL_URL = "https://wheels.vllm.ai/{commit}/vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl"
 
 STATUSES = ("ok", "startup_failed", "crashed", "timeout", "invalid")
-VERDICTS = ("clean", "degraded", "corrupt", "crashed", "startup_failed", "timeout", "invalid", "ungraded", "control")
+VERDICTS = ("clean", "degraded", "unexercised", "corrupt", "crashed", "startup_failed", "timeout", "invalid", "ungraded",
+            "control")
 # Old verdict names a predicate may still use; stored grades read back under the new one.
 VERDICT_ALIASES = {"divergent": "corrupt"}
 METRICS = ("decode_tps", "ttft_s", "e2e_s")

@@ -29,15 +29,16 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from db.store import Store
-from jobs.grade import NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor
+from jobs.grade import Exercised, NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor
 from jobs.records import ControlReference, Transcript
+from jobs.workload import build_workload
 from orchestrator.canary import canary_dir, ensure_canary, excused_symptoms
 from orchestrator.cells import Cell, Grade, RunOutcome
-from orchestrator.geometry import violations
+from orchestrator.geometry import lmcache_on, violations
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import Runtime, run_cell
 from orchestrator.runtimes.local import ensure_env, owner_id, reap_orphans
-from orchestrator.spec import Grading, Timeouts
+from orchestrator.spec import Grading, Timeouts, WorkloadSpec
 
 FINAL = ("ok", "startup_failed", "crashed", "timeout", "invalid")
 
@@ -167,6 +168,18 @@ def prepare_model(plan: Plan, log_dir: Path) -> None:
     raise SweepError(f"cannot build canary '{plan.spec.model.canary}': no engine venv builds ({'; '.join(errors)})")
 
 
+def exercised(cell: Cell) -> Exercised:
+    """What a cell claims to test, for the grader's coverage check: its knobs, and the
+    restart points of its workload."""
+    knobs = cell.knobs
+    return Exercised(
+        prefix_caching=bool(knobs.get("prefix_caching")),
+        speculative=knobs.get("speculative") is not None,
+        lmcache=lmcache_on(knobs),
+        restart_points=build_workload(WorkloadSpec(**cell.workload)).restart_points,
+    )
+
+
 def grade_cell(
     store: Store, cell: Cell, outcome: RunOutcome, grading: Grading, sweep_id: int | None = None
 ) -> Grade:
@@ -191,7 +204,7 @@ def grade_cell(
     ignore = set(grading.ignore_symptoms) | set(excused_symptoms(cell.model.name))
     verdict, summary, evidence = grade_transcripts(
         outcome.transcript, store.transcript_for(control.id), grading.tie_margin, grading.max_tie_flip_fraction,
-        floor, sorted(ignore),
+        floor, sorted(ignore), exercised(cell),
     )
     return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
 

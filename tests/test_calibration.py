@@ -106,6 +106,39 @@ def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: P
     assert first != repeat
 
 
+def test_grade_cell_tells_the_grader_what_the_cell_exercised(tmp_path: Path, recorded_runs: Runs) -> None:
+    """Recorded prefix-caching run of the stock engine: clean with its hits counted;
+    the same run with the hit counters taken out (by hand) is unexercised."""
+    from jobs.grade import Exercised
+    from jobs.traces import save_trace, synth_trace
+    from orchestrator.scheduler import exercised
+
+    matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "")
+    plan = expand(parse_spec(matrix, "cov.yaml"), "cov.yaml")
+    control, cell = plan.cells
+    assert exercised(control) == Exercised() and exercised(cell) == Exercised(prefix_caching=True)
+    store = Store.open(tmp_path / "cov.db")
+    sweep = store.create_sweep("cov", "cov.yaml", matrix)
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    store.record_run(sweep, _outcome(control.id, recorded_runs["stock-control"]))
+    run = recorded_runs["stock-prefix-caching"]
+    grade = grade_cell(store, cell, _outcome(cell.id, run), plan.spec.grading, sweep)
+    assert grade.verdict == "clean", grade.summary
+    assert grade.evidence["coverage"]["counters"]["vllm:prefix_cache_hits_total"] == 2560 + 3840 + 3840 + 1280
+    no_hits = Transcript(run.requests, {phase: {k: v for k, v in m.items() if k != "vllm:prefix_cache_hits_total"}
+                                        for phase, m in run.metrics.items()})
+    grade = grade_cell(store, cell, _outcome(cell.id, no_hits), plan.spec.grading, sweep)
+    assert grade.verdict == "unexercised" and "no prefix-cache hit in 10 requests" in grade.summary
+    # A trace's restart points (all but a last-phase one) are what the cell claims too.
+    trace = tmp_path / "t.jsonl"
+    save_trace(synth_trace(0, 2, 2, 200, 1, restart_after=["turn-1", "turn-0"]), trace)
+    spec = plan.spec.model_copy(update={"workloads": [plan.spec.workloads[0].model_copy(
+        update={"kind": "trace", "trace": str(trace)})]})
+    traced = expand(spec, "cov.yaml").cells[1]
+    assert exercised(traced).restart_points == ("turn-0", "turn-1")
+
+
 def test_early_abort_counts_what_the_grader_calls_confident(recorded_runs: Runs) -> None:
     """The replay's per-request check, on recorded answers against a recorded control."""
     control = recorded_runs["patched-control-repeat"]

@@ -208,3 +208,91 @@ def test_regex_and_tool_call_expectations_are_graded_too() -> None:
     assert verdict == "corrupt" and (evidence["recall"]["b"], evidence["recall"]["c"]) == (6, 0)
     assert evidence["recall"]["regressions"][1]["expected"] == {"tool_call": {"name": "read_file",
                                                                               "arguments": {"path": "a.py"}}}
+
+
+# --- coverage: nothing is clean that was not exercised (hand-built transcripts) -----------
+
+def with_metrics(t: Transcript, **phases: dict[str, float]) -> Transcript:
+    return Transcript(requests=t.requests, metrics=dict(phases))
+
+
+def test_prefix_caching_without_a_hit_is_unexercised() -> None:
+    from jobs.grade import Exercised
+
+    control = tx([1, 2], [3, 4])
+    pc = Exercised(prefix_caching=True)
+    queried = {"vllm:prefix_cache_queries_total": 120.0}
+    verdict, summary, evidence = grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": queried}), control,
+                                                   exercised=pc)
+    assert verdict == "unexercised" and "no prefix-cache hit in 2 requests (120 tokens queried)" in summary
+    cov = evidence["coverage"]
+    assert cov["counters"]["vllm:prefix_cache_hits_total"] == 0 and len(cov["gaps"]) == 1
+    assert evidence["first"] == {"reason": "unexercised", "gap": cov["gaps"][0]}
+    hit = with_metrics(tx([1, 2], [3, 4]), **{"turn-0": queried}, **{"turn-1": {"vllm:prefix_cache_hits_total": 64.0}})
+    verdict, _, evidence = grade_transcripts(hit, control, exercised=pc)
+    assert verdict == "clean" and evidence["coverage"]["counters"]["vllm:prefix_cache_hits_total"] == 64
+    # Not measured (no /metrics scraped) is not a gap; one request has no prefix to share.
+    verdict, _, evidence = grade_transcripts(tx([1, 2], [3, 4]), control, exercised=pc)
+    assert verdict == "clean" and evidence["coverage"]["unmeasured"] == ["prefix caching: /metrics not scraped"]
+    single = with_metrics(tx([1, 2]), **{"turn-0": queried})
+    assert grade_transcripts(single, tx([1, 2]), exercised=pc)[0] == "clean"
+    # Not checked at all without a description of the cell.
+    assert grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": queried}), control)[2]["coverage"] is None
+
+
+def test_speculative_decoding_without_a_draft_is_unexercised() -> None:
+    from jobs.grade import Exercised
+
+    control = tx([1, 2], [3, 4])
+    spec = Exercised(speculative=True)
+    idle = with_metrics(tx([1, 2], [3, 4]), **{"turn-0": {}})  # scraped, nothing drafted
+    verdict, summary, _ = grade_transcripts(idle, control, exercised=spec)
+    assert verdict == "unexercised" and summary == "not exercised: speculative decoding on, but no token drafted"
+    drafted = with_metrics(tx([1, 2], [3, 4]), **{"turn-0": {"vllm:spec_decode_num_draft_tokens_total": 30.0}})
+    assert grade_transcripts(drafted, control, exercised=spec)[0] == "clean"
+
+
+def test_lmcache_that_served_nothing_is_unexercised() -> None:
+    from jobs.grade import Exercised
+
+    control = tx([1, 2], [3, 4])
+    lmc = Exercised(lmcache=True)
+    asked = {"vllm:external_prefix_cache_queries_total": 900.0}
+    verdict, summary, _ = grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": asked}), control,
+                                            exercised=lmc)
+    assert verdict == "unexercised" and "LMCache on, but no token retrieved through it (900 tokens asked)" in summary
+    served = asked | {"vllm:external_prefix_cache_hits_total": 256.0}
+    assert grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": served}), control, exercised=lmc)[0] == "clean"
+    # An engine without the connector counters cannot say: unmeasured, not a gap.
+    verdict, _, evidence = grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": {}}), control, exercised=lmc)
+    assert verdict == "clean" and evidence["coverage"]["unmeasured"][0].startswith("LMCache: no KV connector counters")
+
+
+def test_a_restart_point_not_executed_is_unexercised() -> None:
+    from jobs.grade import Exercised
+
+    control = tx([1, 2], [3, 4])
+    restart = Exercised(restart_points=("turn-0", "turn-1"))
+    cell = tx([1, 2], [3, 4])
+    verdict, summary, _ = grade_transcripts(cell, control, exercised=restart)
+    assert verdict == "unexercised" and summary == ("not exercised: restart after turn-0 not executed; restart after "
+                                                    "turn-1 not executed")
+    cell.requests[1].restarts = 1
+    assert grade_transcripts(cell, control, exercised=restart)[1] == "not exercised: restart after turn-1 not executed"
+    cell.requests[1].restarts = 2
+    assert grade_transcripts(cell, control, exercised=restart)[0] == "clean"
+
+
+def test_corrupt_comes_before_unexercised_and_unexercised_before_degraded() -> None:
+    from jobs.grade import Exercised
+
+    spec = Exercised(speculative=True)
+    control = tx([1, 2, 3], [4, 5, 6])
+    control.requests[1].margins = [2.0, 0.01, 2.0]
+    divergent = with_metrics(tx([1, 9, 3], [4, 5, 6]), **{"turn-0": {}})
+    assert grade_transcripts(divergent, control, exercised=spec)[0] == "corrupt"
+    leaky = with_metrics(tx([1, 2, 3], [4, 8, 6]), **{"turn-0": {}})
+    leaky.requests[1].text = "<tool_call>{}</tool_call>"
+    assert grade_transcripts(leaky, control, tie_margin=0.04)[0] == "degraded"
+    verdict, _, evidence = grade_transcripts(leaky, control, tie_margin=0.04, exercised=spec)
+    assert verdict == "unexercised" and evidence["symptoms"]["blamed"], "the symptom stays in the evidence"
