@@ -20,8 +20,10 @@ Cell verdicts (docs/GRADING.md has the reasons and the measurements):
   logprob drift beyond its envelope.
 - ``clean``: otherwise.
 
-The tie margin is the configured one, or the noise floor's largest flip margin when a
-control-vs-control repeat measured a larger one (:func:`noise_floor`).
+The tie margin is the configured one, raised to ``tie_steps`` bf16 steps at the model's
+logit scale when that is known (:func:`scaled_tie_margin`: logits are rounded to bf16,
+whose resolution grows with their magnitude), then to the noise floor's largest flip
+margin when a control-vs-control repeat measured a larger one (:func:`noise_floor`).
 """
 
 from __future__ import annotations
@@ -276,7 +278,37 @@ def noise_floor(repeat: Transcript, control: Transcript) -> NoiseFloor:
     return NoiseFloor(r.requests, r.identical, r.diverged, r.drift_max, r.max_margin_at_divergence)
 
 
+BF16_SIGNIFICANT_BITS = 8  # 7 stored mantissa bits and the implicit leading one
+
+
+def bf16_step(x: float) -> float:
+    """The distance between adjacent bf16 values around ``x``: 2 ** (floor(log2 |x|) - 7).
+
+    bf16 keeps 8 significant bits, so values in [2**e, 2**(e+1)) are 2**(e-7) apart:
+    1/32 between 4 and 8, 1/16 between 8 and 16. 0 for 0 (and for inf or nan).
+    """
+    if x == 0 or not math.isfinite(x):
+        return 0.0
+    _, e = math.frexp(abs(x))  # |x| = m * 2**e with 0.5 <= m < 1, so floor(log2 |x|) = e - 1, exactly
+    return math.ldexp(1.0, e - 1 - (BF16_SIGNIFICANT_BITS - 1))
+
+
+def scaled_tie_margin(tie_margin: float, tie_steps: float, logit_scale: float | None) -> float:
+    """The configured margin, raised to ``tie_steps`` bf16 steps at ``logit_scale`` (the
+    model's largest top-1 logit magnitude) when that is known.
+
+    Margins are differences of logits, and each logit is rounded to bf16 at its own
+    magnitude: a confident model's top logits sit where one bf16 step is 1/16 or more,
+    so a fixed 0.04 would call two tokens one rounding apart a clear choice.
+    """
+    if logit_scale is None:
+        return tie_margin
+    return max(tie_margin, tie_steps * bf16_step(logit_scale))
+
+
 def effective_tie_margin(tie_margin: float, floor: NoiseFloor | None) -> float:
+    """The margin the grader uses: ``tie_margin`` (already scaled), raised to the measured
+    noise floor's largest flip margin."""
     if floor is None or floor.max_flip_margin is None:
         return tie_margin
     return max(tie_margin, floor.max_flip_margin)
@@ -305,13 +337,18 @@ def grade_transcripts(
     floor: NoiseFloor | None = None,
     ignore_symptoms: Iterable[str] = (),
     exercised: Exercised | None = None,
+    tie_steps: float = 2.0,
+    logit_scale: float | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
     """Return (verdict, one-line summary, evidence) for two completed replays.
 
     ``exercised``: what the cell claims to test, checked against its run (:func:`coverage`);
-    None: not checked (evidence ``coverage`` is None).
+    None: not checked (evidence ``coverage`` is None). ``tie_steps`` and ``logit_scale``:
+    the tie margin's floor in bf16 steps at the model's logit scale (:func:`scaled_tie_margin`;
+    no scale, no such floor).
     """
-    margin = effective_tie_margin(tie_margin, floor)
+    scaled = scaled_tie_margin(tie_margin, tie_steps, logit_scale)
+    margin = effective_tie_margin(scaled, floor)
     mine = cell.by_key()
     not_sent = set(cell.skipped)
     grades = [
@@ -337,6 +374,9 @@ def grade_transcripts(
         "max_drift": max((g.drift for g in sent), default=0.0),
         "tie_margin": margin,
         "tie_margin_configured": tie_margin,
+        "tie_steps": tie_steps,
+        "logit_scale": logit_scale,
+        "tie_margin_bf16": tie_steps * bf16_step(logit_scale) if logit_scale is not None else None,
         "noise_floor": floor.to_json() if floor else None,
         "drift_envelope": envelope,
         "drift_calibrated": floor is not None,
@@ -350,7 +390,9 @@ def grade_transcripts(
         "coverage": coverage(cell, exercised, len(sent)) if exercised is not None else None,
     }
     skipped = f"; aborted early, {len(evidence['skipped'])} request(s) not sent" if cell.aborted_early else ""
-    calibrated = f" (calibrated from {tie_margin})" if margin != tie_margin else ""
+    why = [f"{tie_steps:g} bf16 steps at logit scale {logit_scale:g}"] if scaled != tie_margin else []
+    why += [f"calibrated from {scaled:g}"] if margin != scaled else []
+    calibrated = f" ({'; '.join(why)})" if why else ""
 
     if bad:
         first = bad[0]

