@@ -14,9 +14,21 @@ cell-level ``divergent`` was renamed ``corrupt`` read as ``corrupt`` everywhere
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Text, TypeDecorator
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from db.reads import LEGACY_VERDICTS  # with the reads that bypass the ORM, which apply it too
@@ -41,7 +53,7 @@ NAMING_CONVENTION = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
 class Sweep(Base):
@@ -139,6 +151,11 @@ class RequestRow(Base):
     # Engine restarts before this request (trace restart points); 0 for runs recorded
     # before restarts existed (migration 0004).
     restarts: Mapped[int] = mapped_column(Integer, server_default="0")
+    # What the answer should be (jobs.expect.Expectation's JSON form) and how many
+    # characters of `text` came before the model's end-of-turn token; NULL on runs
+    # recorded before them (migration 0008), and where unknown.
+    expect: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))  # None: SQL NULL, not 'null'
+    answer_chars: Mapped[int | None] = mapped_column(Integer)
 
 
 class RunSampleRow(Base):

@@ -48,6 +48,7 @@ RESULT_COLORS = {
     "clean": "#74c476",
     "ok": "#c7e9c0",  # ran, not graded yet
     "degraded": "#fdd0a2",
+    "unexercised": "#d4b9da",  # matched its control, but what it tests did not happen
     "corrupt": "#fd8d3c",
     "crashed": "#de2d26",
     "startup_failed": "#9e9ac8",

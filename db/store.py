@@ -22,6 +22,7 @@ from db.models import CellRow, GradeRow, MetricRow, NoiseFloorRow, RequestRow, R
 from db.reads import ReadConn, placeholder_for
 from db.revision import HEAD_REVISION
 from db.samples import summary_row
+from jobs.expect import Expectation
 from jobs.records import RequestRecord, Transcript
 from orchestrator.cells import Cell, Grade, RunOutcome
 
@@ -54,6 +55,11 @@ def alembic_config(url: str | URL) -> Config:
     rendered = make_url(url).render_as_string(hide_password=False)
     config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
     return config
+
+
+def _request_columns(r: RequestRecord) -> dict[str, Any]:
+    """A request's row values: its fields, the expectation in its JSON form."""
+    return asdict(r) | {"expect": r.expect.to_json() if r.expect is not None else None}
 
 
 class StoreError(ValueError):
@@ -208,7 +214,7 @@ class Store:
             session.flush()  # assigns run.id for the child rows
             transcript = outcome.transcript
             if transcript is not None:
-                session.add_all(RequestRow(run_id=run.id, **asdict(r)) for r in transcript.requests)
+                session.add_all(RequestRow(run_id=run.id, **_request_columns(r)) for r in transcript.requests)
                 session.add_all(
                     MetricRow(run_id=run.id, phase=phase, name=name, value=value)
                     for phase, samples in transcript.metrics.items()
@@ -243,8 +249,10 @@ class Store:
     def requests_for(self, run_id: int) -> list[RequestRecord]:
         with self.session() as session:
             rows = session.scalars(select(RequestRow).where(RequestRow.run_id == run_id).order_by(RequestRow.id))
-            # `or []`: itl_s is NULL on runs recorded before it was measured (0007).
-            return [RequestRecord(**{f.name: getattr(r, f.name) for f in fields(RequestRecord)} | {"itl_s": r.itl_s or []})
+            # `or []`: itl_s is NULL on runs recorded before it was measured (0007); expect is
+            # NULL on runs recorded before expectations (0008): no expectation.
+            return [RequestRecord(**{f.name: getattr(r, f.name) for f in fields(RequestRecord)}
+                                  | {"itl_s": r.itl_s or [], "expect": Expectation.from_json(r.expect) if r.expect else None})
                     for r in rows]
 
     def metrics_for(self, run_id: int) -> dict[str, dict[str, float]]:

@@ -10,18 +10,25 @@ Cell verdicts (docs/GRADING.md has the reasons and the measurements):
 
 - ``corrupt``: a request diverges at a clear margin, a request that was sent got no
   answer, or more than ``max_tie_flip_fraction`` of the requests tie-flip while
-  logprobs drift beyond the envelope.
+  logprobs drift beyond the envelope; or the cell answers fewer requests right than
+  its control, beyond noise (:func:`recall`: ground truth, where the workload knows it).
+- ``unexercised``: none of that, but what the cell claims to test did not happen
+  (:func:`coverage`: prefix caching without a hit, speculative decoding without a
+  draft, LMCache without a retrieval, a restart point not executed).
 - ``degraded``: none of that, but too many tie flips without drift, a symptom
   (jobs/symptoms.py) the control does not show, or, with a measured noise floor,
   logprob drift beyond its envelope.
 - ``clean``: otherwise.
 
-The tie margin is the configured one, or the noise floor's largest flip margin when a
-control-vs-control repeat measured a larger one (:func:`noise_floor`).
+The tie margin is the configured one, raised to ``tie_steps`` bf16 steps at the model's
+logit scale when that is known (:func:`scaled_tie_margin`: logits are rounded to bf16,
+whose resolution grows with their magnitude), then to the noise floor's largest flip
+margin when a control-vs-control repeat measured a larger one (:func:`noise_floor`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -37,6 +44,12 @@ from jobs.records import RequestRecord, Transcript
 # a measured floor (a GPU engine drifted 0.24 healthy in shared/ENGINES.md).
 DRIFT_ENVELOPE = 1.5
 CONTINUATION_TOKENS = 8  # token ids kept on each side of a divergence, for evidence
+# A cell recalls worse than its control when the one-sided exact McNemar test says so at
+# this level: with no request the other way, 5 the control got right and the cell wrong
+# (p = 1/32), not 4 (p = 1/16). As vLLM's own hybrid prefix-cache test
+# (tests/v1/e2e/test_hybrid_mamba_prefix_cache_correctness.py): needle recall against an
+# APC-off control, failing only on more flips than a margin allows.
+RECALL_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,137 @@ def compare(cell: RequestRecord | None, control: RequestRecord, tie_margin: floa
     )
 
 
+# --- ground truth: how many answers are right, in the cell and in its control -------------
+
+
+def mcnemar_p(b: int, c: int) -> float:
+    """One-sided exact McNemar test: P(X >= b) for X ~ Binomial(b + c, 1/2), the chance of
+    at least ``b`` of the ``b + c`` discordant requests going the cell's way by noise alone."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, k) for k in range(b, n + 1)) / 2**n
+
+
+@dataclass(frozen=True)
+class Recall:
+    """Task accuracy of a cell and of its control, over the requests with an expectation
+    that both answered."""
+
+    requests: int
+    cell: int  # right in the cell
+    control: int  # right in the control
+    b: int  # right in the control, wrong in the cell
+    c: int  # wrong in the control, right in the cell
+    p: float  # mcnemar_p(b, c)
+    regressions: tuple[dict[str, Any], ...]  # the b requests: key, session, turn, expected, both answers
+
+    @property
+    def worse(self) -> bool:
+        """The cell recalls worse than its control beyond noise (equal or better never is)."""
+        return self.p < RECALL_ALPHA
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"regressions": list(self.regressions), "alpha": RECALL_ALPHA}
+
+
+def recall(cell: Transcript, control: Transcript) -> Recall:
+    """Grade every answer with an expectation against it (:mod:`jobs.expect`), in both runs.
+
+    Requests not answered in both (failed, or not sent) are left out: a failed request
+    is ``missing`` already, a skipped one was never asked.
+    """
+    mine = cell.by_key()
+    n = right_cell = right_control = 0
+    regressions: list[dict[str, Any]] = []
+    c = 0
+    for ref in control.requests:
+        got = mine.get(ref.key)
+        if ref.expect is None or ref.error or got is None or got.error:
+            continue
+        n += 1
+        ok_control, ok_cell = ref.expect.matches(ref.answer), ref.expect.matches(got.answer)
+        right_control += ok_control
+        right_cell += ok_cell
+        c += ok_cell and not ok_control
+        if ok_control and not ok_cell:
+            regressions.append({
+                "key": ref.key, "session": ref.session, "turn": ref.turn, "expected": ref.expect.to_json(),
+                # The answer, or the whole text when the model did not finish one.
+                "cell_text": got.answer if got.answer is not None else got.text, "cell_finished": got.answer is not None,
+                "control_text": ref.answer,
+            })
+    b = len(regressions)
+    return Recall(n, right_cell, right_control, b, c, mcnemar_p(b, c), tuple(regressions))
+
+
+# --- coverage: did what the cell claims to test happen? -------------------------------------
+
+# Counter names as the replay stores them (jobs/metrics.py: per-phase /metrics deltas,
+# engine and model labels folded away).
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+# vLLM's counters of the KV connector (LMCache): tokens asked of it and tokens it served.
+# What LMCache stored is not among vLLM's counters (LMCache's own, `lmcache:*`, are
+# LMCache's to serve and the replay does not scrape them), so the check is on what it
+# retrieved: a cell whose LMCache never served a token did not put it in any answer.
+CONNECTOR_HITS = "vllm:external_prefix_cache_hits_total"
+CONNECTOR_QUERIES = "vllm:external_prefix_cache_queries_total"
+
+
+@dataclass(frozen=True)
+class Exercised:
+    """What a cell claims to test, from its knobs and its workload (the scheduler builds
+    it; the grader does not read the orchestrator's types)."""
+
+    prefix_caching: bool = False
+    speculative: bool = False
+    lmcache: bool = False  # a KV connector is set
+    restart_points: tuple[str, ...] = ()  # jobs.workload.Workload.restart_points, in order
+
+
+def _total(metrics: dict[str, dict[str, float]], name: str) -> float:
+    # jobs.metrics.total, without importing the scraper (httpx, prometheus_client) here.
+    return sum(phase.get(name, 0.0) for phase in metrics.values())
+
+
+def coverage(cell: Transcript, exercised: Exercised, requests: int) -> dict[str, Any]:
+    """The gaps between what a cell claims and what its run did, from the counters summed
+    over phases and the requests' restart counts.
+
+    A counter the run did not measure (no phase's /metrics was scraped, or the engine
+    exports no such counter) is listed as unmeasured, never as a gap: an unknown is not
+    evidence that nothing happened.
+    """
+    names = (PREFIX_HITS, PREFIX_QUERIES, SPEC_DRAFT_TOKENS, CONNECTOR_HITS, CONNECTOR_QUERIES)
+    counters = {name: _total(cell.metrics, name) for name in names}
+    scraped = bool(cell.metrics)  # a phase is recorded only when /metrics answered before and after it
+    gaps: list[str] = []
+    unmeasured: list[str] = []
+    if exercised.prefix_caching and requests > 1:  # one request has no shared prefix to hit
+        if not scraped:
+            unmeasured.append("prefix caching: /metrics not scraped")
+        elif counters[PREFIX_HITS] == 0:
+            gaps.append(f"prefix caching on, but no prefix-cache hit in {requests} requests "
+                        f"({counters[PREFIX_QUERIES]:.0f} tokens queried)")
+    if exercised.speculative:
+        if not scraped:
+            unmeasured.append("speculative decoding: /metrics not scraped")
+        elif counters[SPEC_DRAFT_TOKENS] == 0:
+            gaps.append("speculative decoding on, but no token drafted")
+    if exercised.lmcache:
+        if not scraped or counters[CONNECTOR_QUERIES] == 0:
+            # vLLM counts connector queries for every request when it has the counters.
+            unmeasured.append("LMCache: no KV connector counters (vllm:external_prefix_cache_*) recorded")
+        elif counters[CONNECTOR_HITS] == 0:
+            gaps.append(f"LMCache on, but no token retrieved through it ({counters[CONNECTOR_QUERIES]:.0f} tokens "
+                        f"asked)")
+    done = max((r.restarts for r in cell.requests), default=0)
+    gaps += [f"restart after {point} not executed" for n, point in enumerate(exercised.restart_points, 1) if done < n]
+    return {"exercised": asdict(exercised), "counters": counters, "gaps": gaps, "unmeasured": unmeasured}
+
+
 # --- the noise floor: the control against itself -------------------------------------------
 
 
@@ -134,7 +278,37 @@ def noise_floor(repeat: Transcript, control: Transcript) -> NoiseFloor:
     return NoiseFloor(r.requests, r.identical, r.diverged, r.drift_max, r.max_margin_at_divergence)
 
 
+BF16_SIGNIFICANT_BITS = 8  # 7 stored mantissa bits and the implicit leading one
+
+
+def bf16_step(x: float) -> float:
+    """The distance between adjacent bf16 values around ``x``: 2 ** (floor(log2 |x|) - 7).
+
+    bf16 keeps 8 significant bits, so values in [2**e, 2**(e+1)) are 2**(e-7) apart:
+    1/32 between 4 and 8, 1/16 between 8 and 16. 0 for 0 (and for inf or nan).
+    """
+    if x == 0 or not math.isfinite(x):
+        return 0.0
+    _, e = math.frexp(abs(x))  # |x| = m * 2**e with 0.5 <= m < 1, so floor(log2 |x|) = e - 1, exactly
+    return math.ldexp(1.0, e - 1 - (BF16_SIGNIFICANT_BITS - 1))
+
+
+def scaled_tie_margin(tie_margin: float, tie_steps: float, logit_scale: float | None) -> float:
+    """The configured margin, raised to ``tie_steps`` bf16 steps at ``logit_scale`` (the
+    model's largest top-1 logit magnitude) when that is known.
+
+    Margins are differences of logits, and each logit is rounded to bf16 at its own
+    magnitude: a confident model's top logits sit where one bf16 step is 1/16 or more,
+    so a fixed 0.04 would call two tokens one rounding apart a clear choice.
+    """
+    if logit_scale is None:
+        return tie_margin
+    return max(tie_margin, tie_steps * bf16_step(logit_scale))
+
+
 def effective_tie_margin(tie_margin: float, floor: NoiseFloor | None) -> float:
+    """The margin the grader uses: ``tie_margin`` (already scaled), raised to the measured
+    noise floor's largest flip margin."""
     if floor is None or floor.max_flip_margin is None:
         return tie_margin
     return max(tie_margin, floor.max_flip_margin)
@@ -162,9 +336,19 @@ def grade_transcripts(
     max_tie_flip_fraction: float = 1.0,
     floor: NoiseFloor | None = None,
     ignore_symptoms: Iterable[str] = (),
+    exercised: Exercised | None = None,
+    tie_steps: float = 2.0,
+    logit_scale: float | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
-    """Return (verdict, one-line summary, evidence) for two completed replays."""
-    margin = effective_tie_margin(tie_margin, floor)
+    """Return (verdict, one-line summary, evidence) for two completed replays.
+
+    ``exercised``: what the cell claims to test, checked against its run (:func:`coverage`);
+    None: not checked (evidence ``coverage`` is None). ``tie_steps`` and ``logit_scale``:
+    the tie margin's floor in bf16 steps at the model's logit scale (:func:`scaled_tie_margin`;
+    no scale, no such floor).
+    """
+    scaled = scaled_tie_margin(tie_margin, tie_steps, logit_scale)
+    margin = effective_tie_margin(scaled, floor)
     mine = cell.by_key()
     not_sent = set(cell.skipped)
     grades = [
@@ -178,6 +362,7 @@ def grade_transcripts(
     identical = len(sent) - len(ties) - len(bad)
     found = symptoms.blamed(symptoms.transcript_symptoms(cell), symptoms.transcript_symptoms(control),
                             ignore_symptoms)
+    truth = recall(cell, control)
     # Without a measured floor the tie margin stands in for it: it is only used to tell
     # many flips with drifted numerics (corrupt) from many flips without (degraded).
     envelope = DRIFT_ENVELOPE * max(floor.max_drift if floor else 0.0, margin)
@@ -189,6 +374,9 @@ def grade_transcripts(
         "max_drift": max((g.drift for g in sent), default=0.0),
         "tie_margin": margin,
         "tie_margin_configured": tie_margin,
+        "tie_steps": tie_steps,
+        "logit_scale": logit_scale,
+        "tie_margin_bf16": tie_steps * bf16_step(logit_scale) if logit_scale is not None else None,
         "noise_floor": floor.to_json() if floor else None,
         "drift_envelope": envelope,
         "drift_calibrated": floor is not None,
@@ -198,9 +386,13 @@ def grade_transcripts(
         "aborted_early": cell.aborted_early,
         "symptoms": {"blamed": [s.to_json() for s in found.blamed], "excused": [s.to_json() for s in found.excused],
                      "control_kinds": found.control_kinds},
+        "recall": truth.to_json(),
+        "coverage": coverage(cell, exercised, len(sent)) if exercised is not None else None,
     }
     skipped = f"; aborted early, {len(evidence['skipped'])} request(s) not sent" if cell.aborted_early else ""
-    calibrated = f" (calibrated from {tie_margin})" if margin != tie_margin else ""
+    why = [f"{tie_steps:g} bf16 steps at logit scale {logit_scale:g}"] if scaled != tie_margin else []
+    why += [f"calibrated from {scaled:g}"] if margin != scaled else []
+    calibrated = f" ({'; '.join(why)})" if why else ""
 
     if bad:
         first = bad[0]
@@ -216,6 +408,20 @@ def grade_transcripts(
         return "corrupt", (f"{len(ties)}/{len(sent)} requests flip at near-ties (noise allows "
                            f"{max_tie_flip_fraction:.0%}) and logprobs drift {drifted.drift:.3f} (envelope "
                            f"{envelope:.3f}); first at {_where(ties[0])}"), evidence
+    if truth.worse:
+        wrong = truth.regressions[0]
+        g = next(g for g in grades if g.key == wrong["key"])
+        evidence["first"] = _headline(g, "recall") | {
+            k: wrong[k] for k in ("expected", "cell_text", "control_text", "cell_finished")}
+        return "corrupt", (f"recall {truth.cell}/{truth.requests} against the control's {truth.control}/"
+                           f"{truth.requests}: {truth.b} answer(s) right in the control are wrong in the cell, "
+                           f"{truth.c} the other way (p = {truth.p:.3g}); first at session {g.session} turn {g.turn}"
+                           ), evidence
+    if evidence["coverage"] and evidence["coverage"]["gaps"]:
+        # Matched its control, but what it claims to test did not happen: not evidence of health.
+        gaps = evidence["coverage"]["gaps"]
+        evidence["first"] = {"reason": "unexercised", "gap": gaps[0]}
+        return "unexercised", f"not exercised: {'; '.join(gaps)}", evidence
     if found.blamed:
         s = found.blamed[0]
         g = next((g for g in grades if g.key == s.key), None)
@@ -237,7 +443,9 @@ def grade_transcripts(
         return "degraded", (f"logprob drift {drifted.drift:.3f} beyond the noise envelope {envelope:.3f} at "
                             f"session {drifted.session} turn {drifted.turn} token {drifted.drift_index}"), evidence
     flips = f", {len(ties)} tie flip(s) at margin <= {margin:.3g}{calibrated}" if ties else ""
-    return "clean", f"{identical}/{len(sent)} requests identical to control{flips}{skipped}", evidence
+    right = (f"; recall {truth.cell}/{truth.requests} (control {truth.control}/{truth.requests})"
+             if truth.requests else "")
+    return "clean", f"{identical}/{len(sent)} requests identical to control{flips}{right}{skipped}", evidence
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jobs.expect import Expectation
+
 
 @dataclass
 class RequestRecord:
@@ -35,6 +37,20 @@ class RequestRecord:
     # Engine restarts before this request was sent (trace restart points): a request
     # with restarts > 0 was served by a restarted engine (and, with LMCache, its L2).
     restarts: int = 0
+    # What the answer should be: the workload request's expectation, copied by the
+    # replay (None: not known; always None on runs recorded before 0008).
+    expect: Expectation | None = None
+    # How many characters of `text` the model wrote before its first end-of-turn token.
+    # The replay generates max_tokens tokens regardless (ignore_eos), so `text` goes on
+    # past the answer. None: no end token within max_tokens (the answer was cut), or the
+    # model's end tokens were not known to the replay.
+    answer_chars: int | None = None
+
+    @property
+    def answer(self) -> str | None:
+        """The model's answer, as it would have returned it without ignore_eos; None when
+        it did not finish one within max_tokens."""
+        return self.text[:self.answer_chars] if self.answer_chars is not None else None
 
 
 @dataclass

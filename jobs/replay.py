@@ -13,6 +13,12 @@ so both APIs see the same prompt and their answers are comparable token by token
 while each goes through its own serving path (request parsing, detokenising, stream
 framing).
 
+The answer's end: the replay generates ``max_tokens`` tokens whatever the model does
+(``ignore_eos``, so every position has a control token to compare with), so the text
+goes on past the model's end-of-turn token. Given the model's end tokens
+(:func:`model_end_tokens`), each record notes how much of its text came before the
+first one (``answer_chars``): the answer that an expectation is graded on.
+
 Early abort: given the control's tokens and margins (:class:`ControlReference`), the
 replay compares each phase's answers as they arrive, with the grader's own
 :func:`jobs.grade.first_divergence`, and stops sending once enough of them diverge at
@@ -36,6 +42,7 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import httpx
 
@@ -68,8 +75,47 @@ def _completion_items(logprobs: dict) -> list[dict]:
             for token, lp, top in zip(logprobs["tokens"], logprobs["token_logprobs"], tops, strict=False)]
 
 
-def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamClock) -> bool:
-    """Fold one streamed chat-completion chunk into ``rec``; False once the stream reports an error."""
+def model_end_tokens(model_dir: str | Path) -> frozenset[int]:
+    """The token ids that end a turn for the model in ``model_dir``: ``eos_token_id`` of its
+    ``generation_config.json`` (what vLLM stops at), else of its ``config.json``; empty
+    when neither names one (or the folder cannot be read)."""
+    for name in ("generation_config.json", "config.json"):
+        try:
+            eos = json.loads((Path(model_dir) / name).read_text()).get("eos_token_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        ids = eos if isinstance(eos, list) else [eos]
+        found = frozenset(i for i in ids if isinstance(i, int) and not isinstance(i, bool))
+        if found:
+            return found
+    return frozenset()
+
+
+def _chars_before(items: list[dict], end: int, content: str) -> int:
+    """How much of one chunk's ``content`` came from its tokens before ``items[end]``.
+
+    One token per chunk is the usual case (0). A chunk of several tokens (speculative
+    decoding accepting drafts, or a slow reader) carries one text for all of them; each
+    token's own text is in its ``bytes`` (the chat API's logprobs give them), so the
+    tokens before the end token are measured from those. Without them, the whole chunk
+    counts: the answer then carries what followed the end token in the same chunk.
+    """
+    if end == 0:
+        return 0
+    pieces = [item.get("bytes") for item in items[:end]]
+    if all(isinstance(p, list) for p in pieces):
+        before = b"".join(bytes(p) for p in pieces).decode("utf-8", "replace")  # type: ignore[arg-type]
+        if content.startswith(before):
+            return len(before)
+    return len(content)
+
+
+def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamClock,
+                end_tokens: frozenset[int] = frozenset()) -> bool:
+    """Fold one streamed chat-completion chunk into ``rec``; False once the stream reports an error.
+
+    ``end_tokens``: the model's end-of-turn ids; the first one sets ``rec.answer_chars``.
+    """
     if chunk.get("error"):
         rec.error = _error_message(json.dumps(chunk))
         return False
@@ -85,12 +131,18 @@ def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamC
             else:
                 rec.itl_s.append(now - clock.last)
             clock.last = now
-        for item in items:
-            rec.token_ids.append(_token_id(item["token"]))
+        end = None
+        for n, item in enumerate(items):
+            token = _token_id(item["token"])
+            if end is None and token in end_tokens and rec.answer_chars is None:
+                end = n
+            rec.token_ids.append(token)
             rec.logprobs.append(item["logprob"])
             tops = sorted((t["logprob"] for t in item.get("top_logprobs") or ()), reverse=True)
             rec.margins.append(tops[0] - tops[1] if len(tops) > 1 else None)
         content = choice["delta"].get("content") if "delta" in choice else choice.get("text")
+        if end is not None:
+            rec.answer_chars = sum(map(len, text)) + _chars_before(items, end, content or "")
         if content:
             text.append(content)
         if choice.get("finish_reason"):
@@ -100,12 +152,12 @@ def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamC
 
 async def send(
     client: httpx.AsyncClient, base_url: str, model: str, req: ReplayRequest, max_tokens: int, top_logprobs: int,
-    api: Api = "chat",
+    api: Api = "chat", end_tokens: frozenset[int] = frozenset(),
 ) -> RequestRecord:
     """One request, streamed; with ``api="completions"`` the prompt's token ids come from the
     engine's ``/tokenize`` first, and TTFT and end-to-end time count from the completion
     request, not the tokenize call (which is preparation, not serving)."""
-    rec = RequestRecord(key=req.key, session=req.session, turn=req.turn, phase=req.phase)
+    rec = RequestRecord(key=req.key, session=req.session, turn=req.turn, phase=req.phase, expect=req.expect)
     common = {
         "model": model,
         "max_tokens": max_tokens,
@@ -147,14 +199,15 @@ async def send(
                     if not line.startswith(b"data: ") or (chunk := line[6:].rstrip(b"\r")) == b"[DONE]":
                         continue
                     # str, not bytes: json skips guessing the encoding
-                    if not apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, clock):
+                    if not apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, clock, end_tokens):
                         stop = True
                         break
                 if stop:
                     break
             else:
                 if pending.startswith(b"data: ") and (chunk := pending[6:].rstrip(b"\r")) != b"[DONE]":
-                    apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, clock)  # a last line without its newline
+                    # a last line without its newline
+                    apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, clock, end_tokens)
     except httpx.HTTPError as exc:
         rec.error = f"{type(exc).__name__}: {exc}"
     rec.text = "".join(text)
@@ -209,6 +262,7 @@ async def replay(
     restart: Restart | None = None,
     control: ControlReference | None = None,
     transport: str | None = None,
+    end_tokens: frozenset[int] = frozenset(),
 ) -> Transcript:
     """Run every phase in order; stop after a phase in which the engine went away, or
     (with ``control``) once ``control.abort_after`` requests diverged confidently.
@@ -223,11 +277,14 @@ async def replay(
     ``transport`` picks the connection layer (:func:`replay_transport`; default: the
     lean one of jobs/transport.py, or VMATRIX_REPLAY_TRANSPORT).
 
+    ``end_tokens``: the model's end-of-turn token ids (:func:`model_end_tokens`); without
+    them no record knows where its answer ended (``answer_chars`` None), and every
+    expectation grades wrong, in the cell and the control alike.
+
     Raises nothing for engine failures: failed requests carry ``error`` and the
     caller decides (with the process state) whether the engine crashed.
     """
-    last = workload.phases[-1][0] if workload.phases else None
-    points = [p for p in workload.restart_after if p != last]
+    points = workload.restart_points
     if points and restart is None:
         raise ValueError(f"workload {workload.name!r} restarts the engine after {points[0]!r}; give replay a restart")
     transcript = Transcript()
@@ -246,8 +303,8 @@ async def replay(
                 on_phase(phase)
             before = await _safe_scrape(client, base_url)
             records = await asyncio.gather(
-                *(send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs, workload.api)
-                  for r in requests)
+                *(send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs, workload.api,
+                       end_tokens) for r in requests)
             )
             for rec in records:
                 rec.restarts = restarts

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from images.canary import corpus
+from jobs.expect import Expectation
 from jobs.workload import _TOKENS_PER_LINE, ReplayRequest, Workload
 
 SCHEMA = "vmatrix.trace/1"
 MIX_KINDS = ("code", "tool", "prose")
-_TURN_KEYS = {"user", "assistant", "tool_results"}
+_TURN_KEYS = {"user", "assistant", "tool_results", "expect"}
 
 
 class TraceError(ValueError):
@@ -60,12 +61,15 @@ class Turn:
 
     ``user`` (may be empty when the step is fed by tool output only), then the
     recorded ``assistant`` answer, then the ``tool_results`` the answer's tool calls
-    produced, which are sent (as ``tool`` messages) with the next turn.
+    produced, which are sent (as ``tool`` messages) with the next turn. ``expect``:
+    what the replayed answer to this turn should be (jobs/expect.py), graded as recall
+    against the control's; None: not known.
     """
 
     user: str = ""
     assistant: str = ""
     tool_results: tuple[str, ...] = ()
+    expect: Expectation | None = None
 
 
 @dataclass(frozen=True)
@@ -213,14 +217,21 @@ def _session(obj: dict[str, Any], where: str) -> Session:
         unknown = set(t) - _TURN_KEYS
         if unknown:
             raise TraceError(
-                f"{where}: session {sid!r} turn {i}: unknown key {min(unknown)!r} (known: assistant, tool_results, user)"
+                f"{where}: session {sid!r} turn {i}: unknown key {min(unknown)!r} "
+                f"(known: assistant, expect, tool_results, user)"
             )
         user, assistant, tools = t.get("user", ""), t.get("assistant", ""), t.get("tool_results", [])
         if not isinstance(user, str) or not isinstance(assistant, str):
             raise TraceError(f"{where}: session {sid!r} turn {i}: user and assistant must be strings")
         if not isinstance(tools, list) or not all(isinstance(r, str) for r in tools):
             raise TraceError(f"{where}: session {sid!r} turn {i}: tool_results must be a list of strings")
-        out.append(Turn(user=user, assistant=assistant, tool_results=tuple(tools)))
+        expect = None
+        if "expect" in t:
+            try:
+                expect = Expectation.from_json(t["expect"])
+            except ValueError as exc:
+                raise TraceError(f"{where}: session {sid!r} turn {i}: {exc}") from None
+        out.append(Turn(user=user, assistant=assistant, tool_results=tuple(tools), expect=expect))
     return Session(id=sid, turns=tuple(out))
 
 
@@ -327,7 +338,9 @@ def dump_trace(trace: Trace) -> str:
     out = [_line({"type": "header", "schema": SCHEMA, "name": trace.name,
                   "shared_prefix": {"system": p.system, "tools": list(p.tools), "persona": p.persona}})]
     for s in trace.sessions:
-        turns = [{"user": t.user, "assistant": t.assistant, "tool_results": list(t.tool_results)} for t in s.turns]
+        # `expect` only when present: traces without expectations keep their bytes (and digest).
+        turns = [{"user": t.user, "assistant": t.assistant, "tool_results": list(t.tool_results)}
+                 | ({"expect": t.expect.to_json()} if t.expect is not None else {}) for t in s.turns]
         out.append(_line({"type": "session", "id": s.id, "turns": turns}))
     phases = [{"name": ph.name, "requests": [[sid, turn] for sid, turn in ph.requests]} for ph in trace.schedule.phases]
     out.append(_line({"type": "schedule", "phases": phases, "restart_after": list(trace.schedule.restart_after)}))
@@ -394,7 +407,8 @@ def trace_to_workload(trace: Trace, max_tokens: int, top_logprobs: int) -> Workl
     for ph in trace.schedule.phases:
         reqs = tuple(
             ReplayRequest(key=f"{sid}/{turn}", session=sid, turn=turn, phase=ph.name,
-                          messages=request_messages(trace, by_id[sid], turn, system))
+                          messages=request_messages(trace, by_id[sid], turn, system),
+                          expect=by_id[sid].turns[turn].expect)
             for sid, turn in ph.requests
         )
         phases.append((ph.name, reqs))

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from images.canary import corpus
+from jobs.expect import Expectation
 
 if TYPE_CHECKING:
     from orchestrator.spec import WorkloadSpec
@@ -30,6 +31,8 @@ class ReplayRequest:
     turn: int
     phase: str
     messages: tuple[tuple[str, str], ...]  # (role, content)
+    # What the answer should be (ground truth for recall grading); None: not known.
+    expect: Expectation | None = None
 
     def chat_messages(self) -> list[dict[str, str]]:
         return [{"role": role, "content": content} for role, content in self.messages]
@@ -49,6 +52,13 @@ class Workload:
     def requests(self) -> list[ReplayRequest]:
         return [r for _, reqs in self.phases for r in reqs]
 
+    @property
+    def restart_points(self) -> tuple[str, ...]:
+        """The restarts the replay executes, in phase order: every ``restart_after`` phase
+        but the last phase (nothing would follow it)."""
+        names = [name for name, _ in self.phases]
+        return tuple(n for n in names[:-1] if n in self.restart_after)
+
 
 # Tokens per definition line of the canary's language, measured with its tokenizer
 # (about 11); used only to size the prefix from `prefix_tokens`.
@@ -63,7 +73,8 @@ def build_workload(spec: WorkloadSpec) -> Workload:
     rng = random.Random(spec.seed)
     system, defs = corpus.system_prompt(rng, max(4, spec.prefix_tokens // _TOKENS_PER_LINE))
     # Recorded histories: each user turn asks for an identifier from the prefix, and
-    # the recorded answer (sent back as history next turn) recites it correctly.
+    # the recorded answer (sent back as history next turn) recites it correctly; it is
+    # also what the request expects the model to answer.
     histories: dict[str, list[tuple[str, str]]] = {}
     for s in range(spec.sessions + spec.agent_switches):
         sid = f"s{s}"
@@ -76,8 +87,10 @@ def build_workload(spec: WorkloadSpec) -> Workload:
         msgs: list[tuple[str, str]] = [("system", system)]
         for user, answer in histories[sid][:turn]:
             msgs += [("user", user), ("assistant", answer)]
-        msgs.append(("user", histories[sid][turn][0]))
-        return ReplayRequest(key=f"{sid}/{turn}", session=sid, turn=turn, phase=phase, messages=tuple(msgs))
+        user, expected = histories[sid][turn]
+        msgs.append(("user", user))
+        return ReplayRequest(key=f"{sid}/{turn}", session=sid, turn=turn, phase=phase, messages=tuple(msgs),
+                             expect=Expectation.exact(expected))
 
     phases = []
     for t in range(spec.turns):
@@ -90,10 +103,20 @@ def build_workload(spec: WorkloadSpec) -> Workload:
                     api=spec.api)
 
 
+def _request_content(r: ReplayRequest) -> dict[str, object]:
+    content = asdict(r)
+    # Only when present: requests without an expectation keep the digests (and cell ids)
+    # they had before expectations existed.
+    content.pop("expect")
+    if r.expect is not None:
+        content["expect"] = r.expect.to_json()
+    return content
+
+
 def workload_digest(spec: WorkloadSpec) -> str:
     wl = build_workload(spec)
     content: dict[str, object] = {
-        "phases": [[name, [asdict(r) for r in reqs]] for name, reqs in wl.phases],
+        "phases": [[name, [_request_content(r) for r in reqs]] for name, reqs in wl.phases],
         "max_tokens": wl.max_tokens, "top_logprobs": wl.top_logprobs,
     }
     if wl.restart_after:

@@ -51,7 +51,8 @@ Answer = Literal["good", "bad", "skip"]
 DEFAULT_WHEEL_URL = "https://wheels.vllm.ai/{commit}/vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl"
 
 STATUSES = ("ok", "startup_failed", "crashed", "timeout", "invalid")
-VERDICTS = ("clean", "degraded", "corrupt", "crashed", "startup_failed", "timeout", "invalid", "ungraded", "control")
+VERDICTS = ("clean", "degraded", "unexercised", "corrupt", "crashed", "startup_failed", "timeout", "invalid", "ungraded",
+            "control")
 # Old verdict names a predicate may still use; stored grades read back under the new one.
 VERDICT_ALIASES = {"divergent": "corrupt"}
 METRICS = ("decode_tps", "ttft_s", "e2e_s")
@@ -405,7 +406,7 @@ def release_candidates(
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
 
 
 def resolve_ref(repo: Path, ref: str, role: str) -> str:
@@ -709,7 +710,7 @@ class SweepEvaluator:
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             self._ensure_env(recipe, log)
-        except Exception:  # noqa: BLE001 - reported by the step that needs this venv
+        except Exception:  # noqa: BLE001, S110 - reported by the step that needs this venv
             pass
 
     def close(self) -> None:

@@ -68,6 +68,29 @@ def canary_dir(name: str) -> Path:
     return cache_dir() / "canaries" / f"{name}-{digest(_recipe(name))[:12]}"
 
 
+META = "vmatrix-canary.json"  # in the canary's folder: its recipe, and what its build measured
+
+
+def logit_scale(model_name: str) -> float | None:
+    """The canary's largest top-1 logit magnitude, as its build recorded it (key
+    ``logit_scale`` of ``vmatrix-canary.json`` in its folder): where its confident choices
+    are made, so the bf16 resolution its margins are rounded to (jobs.grade.scaled_tie_margin).
+    None for a model that is not a canary, a canary not built here, or one whose build
+    recorded none.
+    """
+    name = model_name.removeprefix("canary:")
+    if not is_canary(model_name) or name not in CANARIES:
+        return None
+    try:
+        meta = json.loads((canary_dir(name) / META).read_text())
+    except (OSError, ValueError):
+        return None
+    value = meta.get("logit_scale") if isinstance(meta, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return None
+    return float(value)
+
+
 def files_digest(folder: Path) -> str:
     """Digest of a model folder. Large weight files are sampled (size + head + tail)
     so a 50 GB checkpoint is not read in full on every plan."""
@@ -114,12 +137,18 @@ def ensure_canary(name: str, python: Path, log: Path | None = None) -> Path:
         for key, value in args.items():
             argv += [f"--{key.replace('_', '-')}", str(value)]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
         if log is not None:
             log.write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise CanaryError(f"building canary '{name}' failed: {last}")
-        (tmp / "vmatrix-canary.json").write_text(json.dumps(_recipe(name), indent=2))
+        # The builder may write what it measured (e.g. `logit_scale`) into the same file;
+        # kept, with the recipe written over it.
+        try:
+            measured = json.loads((tmp / META).read_text())
+        except (OSError, ValueError):
+            measured = {}
+        (tmp / META).write_text(json.dumps((measured if isinstance(measured, dict) else {}) | _recipe(name), indent=2))
         tmp.rename(out)
     return out

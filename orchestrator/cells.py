@@ -21,7 +21,8 @@ __all__ = ["Cell", "EngineRecipe", "Grade", "ModelRef", "RunOutcome", "digest"]
 Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
 # Stored grades may still say "divergent", the old name of "corrupt"; they read back as
 # "corrupt" (db.models.VerdictName).
-Verdict = Literal["clean", "degraded", "corrupt", "crashed", "startup_failed", "timeout", "invalid", "ungraded", "control"]
+Verdict = Literal["clean", "degraded", "unexercised", "corrupt", "crashed", "startup_failed", "timeout", "invalid",
+                  "ungraded", "control"]
 
 
 def canonical_json(value: Any) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jobs.records import ControlReference
-from jobs.replay import replay
+from jobs.replay import model_end_tokens, replay
 from jobs.workload import build_workload
 from orchestrator import lmcache
 from orchestrator.cells import Cell, RunOutcome
@@ -80,8 +80,15 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
     if runtime.kind == "docker":
         if cell.knobs.get("lmcache_connector"):
             raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
-        from orchestrator.runtimes.docker import (CONTAINER_PORT, LABEL_CELL, LABEL_OWNER, LABEL_SWEEP,
-                                                  EngineContainer, ensure_image, reap_containers)
+        from orchestrator.runtimes.docker import (
+            CONTAINER_PORT,
+            LABEL_CELL,
+            LABEL_OWNER,
+            LABEL_SWEEP,
+            EngineContainer,
+            ensure_image,
+            reap_containers,
+        )
 
         reap_containers()  # containers of a killed attempt of this (or any) cell on this host
         image = ensure_image(cell.engine, runtime.images, log_dir / f"image-{cell.engine.env_id}.log")
@@ -208,7 +215,8 @@ def run_cell(
         try:
             transcript = asyncio.run(
                 asyncio.wait_for(replay(engine.base_url, SERVED_NAME, workload,
-                                        on_phase=lambda p: say(f"replaying {p}"), restart=restart, control=control),
+                                        on_phase=lambda p: say(f"replaying {p}"), restart=restart, control=control,
+                                        end_tokens=model_end_tokens(cell.model.path)),
                                  budget)
             )
         except TimeoutError:

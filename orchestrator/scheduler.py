@@ -29,15 +29,16 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from db.store import Store
-from jobs.grade import NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor
+from jobs.grade import Exercised, NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor, scaled_tie_margin
 from jobs.records import ControlReference, Transcript
-from orchestrator.canary import canary_dir, ensure_canary, excused_symptoms
+from jobs.workload import build_workload
+from orchestrator.canary import canary_dir, ensure_canary, excused_symptoms, logit_scale
 from orchestrator.cells import Cell, Grade, RunOutcome
-from orchestrator.geometry import violations
+from orchestrator.geometry import lmcache_on, violations
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import Runtime, run_cell
 from orchestrator.runtimes.local import ensure_env, owner_id, reap_orphans
-from orchestrator.spec import Grading, Timeouts
+from orchestrator.spec import Grading, Timeouts, WorkloadSpec
 
 FINAL = ("ok", "startup_failed", "crashed", "timeout", "invalid")
 
@@ -167,6 +168,29 @@ def prepare_model(plan: Plan, log_dir: Path) -> None:
     raise SweepError(f"cannot build canary '{plan.spec.model.canary}': no engine venv builds ({'; '.join(errors)})")
 
 
+def exercised(cell: Cell) -> Exercised:
+    """What a cell claims to test, for the grader's coverage check: its knobs, and the
+    restart points of its workload."""
+    knobs = cell.knobs
+    return Exercised(
+        prefix_caching=bool(knobs.get("prefix_caching")),
+        speculative=knobs.get("speculative") is not None,
+        lmcache=lmcache_on(knobs),
+        restart_points=build_workload(WorkloadSpec(**cell.workload)).restart_points,
+    )
+
+
+def model_logit_scale(grading: Grading, model_name: str) -> float | None:
+    """``grading.logit_scale``, or the model's recorded one (a canary's; None otherwise)."""
+    return grading.logit_scale if grading.logit_scale is not None else logit_scale(model_name)
+
+
+def tie_margin_for(grading: Grading, model_name: str) -> float:
+    """The tie margin before any noise floor: the configured one, raised to
+    ``grading.tie_steps`` bf16 steps at the model's logit scale when that is known."""
+    return scaled_tie_margin(grading.tie_margin, grading.tie_steps, model_logit_scale(grading, model_name))
+
+
 def grade_cell(
     store: Store, cell: Cell, outcome: RunOutcome, grading: Grading, sweep_id: int | None = None
 ) -> Grade:
@@ -191,7 +215,8 @@ def grade_cell(
     ignore = set(grading.ignore_symptoms) | set(excused_symptoms(cell.model.name))
     verdict, summary, evidence = grade_transcripts(
         outcome.transcript, store.transcript_for(control.id), grading.tie_margin, grading.max_tie_flip_fraction,
-        floor, sorted(ignore),
+        floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
+        logit_scale=model_logit_scale(grading, cell.model.name),
     )
     return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
 
@@ -350,7 +375,8 @@ def run_sweep(
         control = None
         if grading.abort_after and cell.control_id:
             if cell.control_id not in references:
-                references[cell.control_id] = _reference_for(store, cell.control_id, control_refs, grading)
+                references[cell.control_id] = _reference_for(store, cell.control_id, control_refs, grading,
+                                                              tie_margin_for(grading, cell.model.name))
             control = references[cell.control_id]
         launch(cell, control)
         say(cell.id, "queued" + (" (waits for its control: early abort)" if isinstance(control, ray.ObjectRef) else ""))
@@ -412,19 +438,21 @@ def run_sweep(
 
 
 def _reference_for(
-    store: Store, control_id: str, control_refs: dict[str, list[ray.ObjectRef]], grading: Grading
+    store: Store, control_id: str, control_refs: dict[str, list[ray.ObjectRef]], grading: Grading, tie_margin: float
 ) -> ControlReference | ray.ObjectRef | None:
     """What a cell's task gets for early abort: a value from the store, or a Ray reference
-    to one that resolves when the control's task(s) of this sweep finish."""
+    to one that resolves when the control's task(s) of this sweep finish. ``tie_margin``:
+    the grader's before the noise floor (:func:`tie_margin_for`), so the replay does not
+    count as confident what the grade will call a tie."""
     assert grading.abort_after is not None
     stored = [(r.finished_at, store.transcript_for(r.id)) for r in store.ok_runs(control_id, 2 if grading.calibrate else 1)]
     if control_id not in control_refs:
-        return control_reference(stored, grading.tie_margin, grading.abort_after)
+        return control_reference(stored, tie_margin, grading.abort_after)
     # Runs of this sweep are newer than any stored one; a stored ok run still counts as
     # the repeat when only one new run was scheduled.
     keep = stored[:1] if len(control_refs[control_id]) == 1 and grading.calibrate else []
     return ray.remote(_reference_task).options(num_cpus=0, max_retries=0).remote(
-        control_refs[control_id], keep, grading.tie_margin, grading.abort_after
+        control_refs[control_id], keep, tie_margin, grading.abort_after
     )
 
 

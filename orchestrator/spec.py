@@ -172,13 +172,20 @@ class Grading(_Strict):
     """Thresholds calibrated on the CPU engine (docs/GRADING.md).
 
     A divergence where the control's top-1 and top-2 logprobs were this close is a
-    tie flip: bf16 logits near 4-8 are 1/32 apart, so a margin of one bf16 step
-    (0.031) is a tie that batch shape can flip. One tie flip is noise; many are not:
-    a stack whose requests flip at near-ties more often than this fraction is
-    corrupt even if no single flip is clear.
+    tie flip: logits are bf16, whose values are 2 ** (floor(log2 |x|) - 7) apart (1/32
+    between 4 and 8, 1/16 between 8 and 16), so two tokens one rounding step apart are
+    a tie that batch shape can flip. The margin is ``max(tie_margin, tie_steps x one bf16
+    step at logit_scale)``: the step at the model's largest top-1 logits, where a
+    confident model's choices are made; ``logit_scale`` None takes the model's recorded
+    one (a canary's build records it; other models have none, and then ``tie_margin``
+    alone applies). A measured noise floor raises it further (``calibrate``). One tie
+    flip is noise; many are not: a stack whose requests flip at near-ties more often
+    than this fraction is corrupt even if no single flip is clear.
     """
 
     tie_margin: float = Field(default=0.04, ge=0)
+    tie_steps: float = Field(default=2, ge=0)
+    logit_scale: float | None = Field(default=None, gt=0)
     max_tie_flip_fraction: float = Field(default=0.25, ge=0, le=1)
     # Run each control twice and store the measured noise floor with the sweep; the
     # grader then uses the larger of tie_margin and the largest margin the repeat

@@ -106,6 +106,39 @@ def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: P
     assert first != repeat
 
 
+def test_grade_cell_tells_the_grader_what_the_cell_exercised(tmp_path: Path, recorded_runs: Runs) -> None:
+    """Recorded prefix-caching run of the stock engine: clean with its hits counted;
+    the same run with the hit counters taken out (by hand) is unexercised."""
+    from jobs.grade import Exercised
+    from jobs.traces import save_trace, synth_trace
+    from orchestrator.scheduler import exercised
+
+    matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "")
+    plan = expand(parse_spec(matrix, "cov.yaml"), "cov.yaml")
+    control, cell = plan.cells
+    assert exercised(control) == Exercised() and exercised(cell) == Exercised(prefix_caching=True)
+    store = Store.open(tmp_path / "cov.db")
+    sweep = store.create_sweep("cov", "cov.yaml", matrix)
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    store.record_run(sweep, _outcome(control.id, recorded_runs["stock-control"]))
+    run = recorded_runs["stock-prefix-caching"]
+    grade = grade_cell(store, cell, _outcome(cell.id, run), plan.spec.grading, sweep)
+    assert grade.verdict == "clean", grade.summary
+    assert grade.evidence["coverage"]["counters"]["vllm:prefix_cache_hits_total"] == 2560 + 3840 + 3840 + 1280
+    no_hits = Transcript(run.requests, {phase: {k: v for k, v in m.items() if k != "vllm:prefix_cache_hits_total"}
+                                        for phase, m in run.metrics.items()})
+    grade = grade_cell(store, cell, _outcome(cell.id, no_hits), plan.spec.grading, sweep)
+    assert grade.verdict == "unexercised" and "no prefix-cache hit in 10 requests" in grade.summary
+    # A trace's restart points (all but a last-phase one) are what the cell claims too.
+    trace = tmp_path / "t.jsonl"
+    save_trace(synth_trace(0, 2, 2, 200, 1, restart_after=["turn-1", "turn-0"]), trace)
+    spec = plan.spec.model_copy(update={"workloads": [plan.spec.workloads[0].model_copy(
+        update={"kind": "trace", "trace": str(trace)})]})
+    traced = expand(spec, "cov.yaml").cells[1]
+    assert exercised(traced).restart_points == ("turn-0", "turn-1")
+
+
 def test_early_abort_counts_what_the_grader_calls_confident(recorded_runs: Runs) -> None:
     """The replay's per-request check, on recorded answers against a recorded control."""
     control = recorded_runs["patched-control-repeat"]
@@ -129,8 +162,50 @@ def test_control_reference_takes_the_newest_run_and_the_measured_margin(recorded
     assert control_reference([], 0.01, 3) is None
 
 
+def test_the_logit_scale_reaches_grade_cell_and_the_early_abort(tmp_path: Path, recorded_runs: Runs,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The canary's recorded scale (its folder's vmatrix-canary.json, written by hand here)
+    or grading.logit_scale raise the margin, for the grade and for the replay's early abort."""
+    from orchestrator.canary import canary_dir
+    from orchestrator.scheduler import _reference_for, tie_margin_for
+
+    monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
+    matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "grading: {tie_margin: 0.01}\n")
+    plan = expand(parse_spec(matrix, "s.yaml"), "s.yaml")
+    control, cell = plan.cells
+    grading = plan.spec.grading
+    assert tie_margin_for(grading, cell.model.name) == 0.01, "no scale recorded: the configured margin"
+    meta = canary_dir("tiny-qwen3next") / "vmatrix-canary.json"
+    meta.parent.mkdir(parents=True)
+    meta.write_text('{"logit_scale": 5.0}')
+    assert tie_margin_for(grading, cell.model.name) == 2 / 32
+    assert tie_margin_for(grading.model_copy(update={"logit_scale": 12.0}), cell.model.name) == 2 / 16
+    assert tie_margin_for(grading.model_copy(update={"tie_steps": 0}), cell.model.name) == 0.01
+    assert tie_margin_for(grading, "Qwen3-Next-80B") == 0.01
+
+    store = Store.open(tmp_path / "s.db")
+    sweep = store.create_sweep("s", "s.yaml", matrix)
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    store.record_run(sweep, _outcome(control.id, recorded_runs["stock-control"]))
+    # The stock prefix-caching cell flips once at 0.03125: confident under 0.01, a tie at scale 5.
+    outcome = _outcome(cell.id, recorded_runs["stock-prefix-caching"])
+    grade = grade_cell(store, cell, outcome, grading, sweep)
+    assert grade.verdict == "clean", grade.summary
+    assert (grade.evidence["logit_scale"], grade.evidence["tie_margin"]) == (5.0, 0.0625)
+    assert grade_cell(store, cell, outcome, grading.model_copy(update={"tie_steps": 0}), sweep).verdict == "corrupt"
+    ref = _reference_for(store, control.id, {}, grading.model_copy(update={"abort_after": 2}),
+                         tie_margin_for(grading, cell.model.name))
+    assert isinstance(ref, ControlReference) and ref.tie_margin == 0.0625
+
+
 def test_grading_settings_are_validated() -> None:
     assert Grading(abort_after=3, calibrate=True).abort_after == 3
+    assert (Grading().tie_steps, Grading().logit_scale) == (2, None)
+    with pytest.raises(ValueError):
+        Grading(logit_scale=0)
+    with pytest.raises(ValueError):
+        Grading(tie_steps=-1)
     with pytest.raises(ValueError, match="unknown symptom 'loops'"):
         Grading(ignore_symptoms=("loops",))
     with pytest.raises(ValueError):

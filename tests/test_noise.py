@@ -97,3 +97,43 @@ def test_regrade_appends_new_grades_and_keeps_the_old(tmp_path: Path) -> None:
 
     out = CliRunner().invoke(app, ["results", "regrade", "99", "--db", str(db)])
     assert out.exit_code == 2 and "no sweep 99" in out.output
+
+
+def test_regrade_grades_recall_from_the_stored_expectations(tmp_path: Path) -> None:
+    """Hand-built transcripts whose requests carry expectations, stored and read back by
+    `results regrade`: every answer leaves the control at a near-tie (token by token only
+    flips), and all five are wrong where the control's are right: corrupt on recall. The
+    matrix's grading.logit_scale reaches the regrade too."""
+    from db.queries import show_cell
+    from jobs.expect import Expectation
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    text = (f"name: n\nengines: [{{vllm: '0.32.0'}}]\nmodel: {{path: {tmp_path / 'm'}}}\n"
+            "axes: {prefix_caching: [false, true]}\ngrading: {logit_scale: 12}\n")
+    plan = expand(parse_spec(text, "m.yaml"))
+    control, cell = plan.cells
+
+    def run(answer: str, second: int) -> Transcript:
+        reqs = [RequestRecord(key=f"s{i}/0", session=f"s{i}", turn=0, phase="turn-0", token_ids=[1, second],
+                              logprobs=[-0.1, -0.1], margins=[2.0, 0.01], text=answer, answer_chars=len(answer),
+                              expect=Expectation.exact("var_1 = alpha")) for i in range(5)]
+        return Transcript(reqs, {"turn-0": {"vllm:prefix_cache_hits_total": 10.0}})
+
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    sweep = store.create_sweep("n", "m.yaml", text)
+    now = time.time()
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    store.record_run(sweep, RunOutcome(control.id, "ok", now, now + 1, transcript=run("var_1 = alpha", 2)))
+    store.record_run(sweep, RunOutcome(cell.id, "ok", now, now + 1, transcript=run("var_1 = omega", 3)))
+    store.close()
+
+    out = CliRunner().invoke(app, ["results", "regrade", str(sweep), "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    store = Store.open(db)
+    [grade] = show_cell(store, cell.id).runs[0].grades
+    assert grade.verdict == "corrupt" and grade.summary.startswith("recall 0/5 against the control's 5/5")
+    assert grade.evidence["recall"]["b"] == 5 and grade.evidence["first"]["reason"] == "recall"
+    assert (grade.evidence["logit_scale"], grade.evidence["tie_margin"]) == (12, 0.125)

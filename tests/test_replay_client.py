@@ -202,7 +202,7 @@ def test_restart_after_the_last_phase_is_not_done() -> None:
 
 
 def test_engine_that_does_not_come_back_stops_the_replay() -> None:
-    transcript, seen, restarted = _restart_replay(("a",), comes_back=False)
+    transcript, _seen, restarted = _restart_replay(("a",), comes_back=False)
     assert restarted == ["a"] and [r.key for r in transcript.requests] == ["s0/0", "s1/0"]
 
 
@@ -226,3 +226,66 @@ def test_early_abort_stops_sending_after_enough_confident_divergences() -> None:
     assert transcript.aborted_early and transcript.skipped == ["s2/0"]
     transcript, seen = _replay("stub", _control(abort_after=3))
     assert seen == ["a", "b"] and not transcript.aborted_early and transcript.skipped == []
+
+
+def test_the_answer_ends_at_the_first_end_token_and_the_expectation_travels() -> None:
+    """The stub streams " w0 w1 ..." one token a chunk; with token 3 as the model's end
+    token the answer is the text before it, and the request's expectation is on the record."""
+    from jobs.expect import Expectation
+
+    end = stub.token(3)[0]
+    req = dataclasses.replace(REQ, expect=Expectation.exact("w0 w1 w2"))
+
+    async def go(end_tokens: frozenset[int]) -> RequestRecord:
+        async with stub.StubServer() as s, _client(10) as client:
+            return await send(client, s.base_url, "stub", req, 6, 3, "chat", end_tokens)
+
+    rec = asyncio.run(go(frozenset({end, 99999})))
+    assert rec.expect == req.expect and rec.answer_chars == len(" w0 w1 w2")
+    assert rec.text.startswith(rec.answer or "-") and rec.expect.matches(rec.answer)
+    # No end token within max_tokens (or none known): no answer, and the expectation fails.
+    rec = asyncio.run(go(frozenset()))
+    assert rec.answer_chars is None and rec.answer is None and not req.expect.matches(rec.answer)  # type: ignore[union-attr]
+
+
+def test_an_end_token_inside_a_chunk_of_several_cuts_by_the_tokens_own_bytes() -> None:
+    from jobs import replay as replay_mod
+
+    def item(i: int, text: str | None) -> dict:
+        it = {"token": f"token_id:{i}", "logprob": -0.1, "top_logprobs": []}
+        return it | ({"bytes": list(text.encode())} if text is not None else {})
+
+    def chunk(content: str, *items: dict) -> dict:
+        return {"choices": [{"delta": {"content": content}, "logprobs": {"content": list(items)}}]}
+
+    # "var_1 = a" then, in one chunk (drafts accepted): " b", <|im_end|> (9, no text), "\n", "user".
+    for with_bytes, answer in ((True, "var_1 = a b"), (False, "var_1 = a b\nuser")):
+        rec = RequestRecord(key="s0/0", session="s0", turn=0, phase="turn-0")
+        text: list[str] = []
+        clock = replay_mod.StreamClock()
+        t = (lambda s: s) if with_bytes else (lambda s: None)
+        for c in (chunk("var_1 = a", item(1, t("var_1 = a"))),
+                  chunk(" b\nuser", item(2, t(" b")), item(9, t("<|im_end|>")), item(3, t("\n")), item(4, t("user"))),
+                  chunk(" again", item(9, t("<|im_end|>")), item(5, t(" again")))):
+            assert replay_mod.apply_chunk(rec, c, text, clock, frozenset({9}))
+        rec.text = "".join(text)
+        # Without per-token bytes the whole chunk counts (the answer carries what followed).
+        assert rec.answer == answer, with_bytes
+    # An end token first in its chunk needs no bytes.
+    rec = RequestRecord(key="s0/0", session="s0", turn=0, phase="turn-0")
+    text = []
+    for c in (chunk("x y", item(1, None)), chunk("\nz", item(9, None), item(2, None))):
+        replay_mod.apply_chunk(rec, c, text, replay_mod.StreamClock(), frozenset({9}))
+    assert rec.answer_chars == 3
+
+
+def test_model_end_tokens_from_generation_config_or_config(tmp_path: Path) -> None:
+    import json
+
+    from jobs.replay import model_end_tokens
+
+    assert model_end_tokens(tmp_path) == frozenset()
+    (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": 2}))
+    assert model_end_tokens(tmp_path) == {2}
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [151645, 151643]}))
+    assert model_end_tokens(tmp_path) == {151645, 151643}

@@ -100,6 +100,65 @@ def _error(path: Path) -> str:
     return message
 
 
+def test_expectations_travel_from_trace_to_workload_and_only_then_into_the_digest(tmp_path: Path) -> None:
+    from jobs.expect import Expectation
+    from jobs.workload import workload_digest
+    from orchestrator.spec import WorkloadSpec
+
+    plain = small_trace()
+    path = tmp_path / "t.jsonl"
+    save_trace(plain, path)
+    spec = WorkloadSpec(kind="trace", trace=str(path))
+    before = workload_digest(spec)
+    assert '"expect"' not in dump_trace(plain)  # absent, not null: old traces keep their bytes
+    expects = (Expectation.exact("a0"), Expectation.regex(r"a\d"), Expectation.tool_call("read_file", {"path": "x"}))
+    s0 = plain.sessions[0]
+    s0 = Session("s0", tuple(Turn(t.user, t.assistant, t.tool_results, e) for t, e in zip(s0.turns, expects)))
+    trace = Trace(plain.name, plain.prefix, (s0, *plain.sessions[1:]), plain.schedule)
+    save_trace(trace, path)
+    assert load_trace(path) == trace
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[1])["turns"][2]["expect"] == {"tool_call": {"name": "read_file", "arguments": {"path": "x"}}}
+    by_key = {r.key: r for r in trace_to_workload(trace, 8, 2).requests}
+    assert [by_key[f"s0/{t}"].expect for t in range(3)] == list(expects) and by_key["s1/0"].expect is None
+    assert workload_digest(spec) != before
+    # A bare string is an exact answer; a bad expectation names its line.
+    good = _good_lines()
+    good[2]["turns"][0]["expect"] = "b0"
+    assert load_trace(_lines(tmp_path, good)).sessions[1].turns[0].expect == Expectation.exact("b0")
+    good[2]["turns"][0]["expect"] = {"regex": "(", "exact": "x"}
+    assert ":3: session 's1' turn 0: expect must be a string or one of" in _error(_lines(tmp_path, good))
+
+
+def test_the_canary_workload_expects_the_recited_definitions() -> None:
+    import random
+
+    from jobs.expect import Expectation
+    from jobs.workload import build_workload, workload_digest
+    from orchestrator.spec import WorkloadSpec
+
+    spec = WorkloadSpec(prefix_tokens=200, sessions=2, turns=2, agent_switches=1)
+    wl = build_workload(spec)
+    # The same draws as the builder's, through corpus's API only (its text may change).
+    rng = random.Random(spec.seed)
+    _, defs = corpus.system_prompt(rng, max(4, spec.prefix_tokens // _TOKENS_PER_LINE))
+    asked = {}
+    for s in range(spec.sessions + spec.agent_switches):
+        for t in range(spec.turns):
+            user, i = corpus.user_turn(rng, defs, t)
+            asked[f"s{s}/{t}"] = (user, corpus.answer(defs, i))
+    assert len(wl.requests) == 5
+    for r in wl.requests:
+        assert r.messages[-1] == ("user", asked[r.key][0])
+        assert r.expect == Expectation.exact(asked[r.key][1])
+    # The next turn's recorded history is the same answer.
+    s0 = {r.turn: r for r in wl.requests if r.session == "s0"}
+    assert s0[1].messages[-2] == ("assistant", s0[0].expect.value)
+    # Expectations are part of the workload: the canary workload's digest (pinned without
+    # them in tests/test_lmcache.py) is another one now, and so are its cells' ids.
+    assert workload_digest(WorkloadSpec()) != "33d204cfa6cdfb5aa05b48ffe9315a51ede458da7bfa8f3c22b681a23ba67459"
+
+
 def test_truncated_jsonl_names_the_bad_line(tmp_path: Path) -> None:
     text = dump_trace(small_trace())
     cut = text[: text.index('"id":"s1"') + 20]  # dies inside line 3
