@@ -34,7 +34,7 @@ CHAT_TEMPLATE = (
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import corpus  # noqa: E402  (standard library only, shared with the replay workloads)
+import corpus  # standard library only, shared with the replay workloads
 
 
 def documents(seed: int, count: int, lines: tuple[int, int] = (4, 16), turns: int = 4) -> list[str]:
@@ -116,7 +116,8 @@ def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
     if args.mtp_steps:
         train_mtp(model, mtp, tokenizer, args, seed, docs[args.train_steps * args.batch:])
     if args.train_steps or args.mtp_steps:
-        report(model, mtp, tokenizer, args, seed)
+        found = report(model, mtp, tokenizer, args, seed)
+        (out / "canary-report.json").write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
 
     save(out, model, mtp, cfg)
 
@@ -239,7 +240,10 @@ def _fit(module, params, loss_of, tokenizer, args, docs: list[str], steps: int, 
         sched.step()
         opt.zero_grad(set_to_none=True)
         if step % 25 == 0 or step == steps - 1:
-            print(f"{label} {step} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", file=sys.stderr, flush=True)
+            # One JSON record a line: `vmatrix canary build` draws its progress bar from them.
+            record = {"what": label, "step": step + 1, "steps": steps, "loss": round(loss.item(), 4),
+                      "seconds": round(time.time() - t0, 1)}
+            print("progress " + json.dumps(record), file=sys.stderr, flush=True)
     module.eval()
 
 
@@ -263,7 +267,7 @@ def train(model, tokenizer, args, seed: int, docs: list[str]) -> None:
         return model(input_ids=ids, attention_mask=att, labels=ids.masked_fill(att == 0, -100)).loss
 
     _fit(model, [p for p in model.parameters() if p.requires_grad], loss_of, tokenizer, args, docs,
-         args.train_steps, "step")
+         args.train_steps, "train")
 
 
 def _mtp_logits(model, mtp, input_ids, attention_mask):
@@ -293,7 +297,7 @@ def train_mtp(model, mtp, tokenizer, args, seed: int, docs: list[str]) -> None:
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                  ignore_index=-100)
 
-    _fit(mtp, list(mtp.parameters()), loss_of, tokenizer, args, docs, args.mtp_steps, "mtp step")
+    _fit(mtp, list(mtp.parameters()), loss_of, tokenizer, args, docs, args.mtp_steps, "mtp")
 
 
 def _held_out(rng: random.Random, lines: int, turns: int) -> tuple[str, str, str]:
@@ -310,7 +314,7 @@ def _held_out(rng: random.Random, lines: int, turns: int) -> tuple[str, str, str
             corpus.chat(messages))
 
 
-def report(model, mtp, tokenizer, args, seed: int, count: int = 16) -> None:
+def report(model, mtp, tokenizer, args, seed: int, count: int = 16) -> dict:
     """What the trained canary can do on held-out documents, printed as one JSON line.
 
     answer_accuracy: greedy next-token accuracy on the assistant's answers (which recite
@@ -319,12 +323,14 @@ def report(model, mtp, tokenizer, args, seed: int, count: int = 16) -> None:
     prediction changes when the system prompt's definitions are re-drawn (same names,
     other words): how much an answer depends on context thousands of tokens back;
     mtp_accuracy: how often the MTP head's greedy guess for token i+2 is right (what
-    vLLM's MTP would accept at draft position 1 on this text, roughly).
+    vLLM's MTP would accept at draft position 1 on this text, roughly); logit_scale: the
+    largest top-1 logit at an answer token, which sets the bf16 resolution of the
+    engine's logits there (the grader counts its tie margin in those steps).
     """
     import torch
 
     rng = random.Random(seed + 99)
-    n, correct, changed, margins, mtp_ok, mtp_n = 0, 0, 0, [], 0, 0
+    n, correct, changed, margins, mtp_ok, mtp_n, scale = 0, 0, 0, [], 0, 0, 0.0
     for _ in range(count):
         system, redrawn, conv = _held_out(rng, rng.randint(8, 16), 4)
         conv_ids, mask = _answer_mask(tokenizer, conv)
@@ -337,6 +343,7 @@ def report(model, mtp, tokenizer, args, seed: int, count: int = 16) -> None:
             if prompt is system:
                 top2 = logits.log_softmax(-1).topk(2, dim=-1).values
                 margins += (top2[:, 0] - top2[:, 1])[mask].tolist()
+                scale = max(scale, float(logits.max(-1).values[mask].abs().max()))
                 correct += int(((preds[0] == conv_ids) & mask).sum())
                 with torch.no_grad():
                     guess = _mtp_logits(model, mtp, ids, torch.ones_like(ids))[0, :-1].argmax(-1)
@@ -345,13 +352,16 @@ def report(model, mtp, tokenizer, args, seed: int, count: int = 16) -> None:
         n += int(mask.sum())
         changed += int(((preds[0] != preds[1]) & mask).sum())
     margins.sort()
-    print(json.dumps({
+    found = {
         "answer_accuracy": round(correct / max(n, 1), 3),
         "answer_margin_p50": round(margins[len(margins) // 2], 3) if margins else None,
         "context_sensitivity": round(changed / max(n, 1), 3),
         "mtp_accuracy": round(mtp_ok / max(mtp_n, 1), 3),
         "answer_tokens": n,
-    }), file=sys.stderr, flush=True)
+        "logit_scale": round(scale, 3),
+    }
+    print(json.dumps(found), file=sys.stderr, flush=True)
+    return found
 
 
 def _answer_mask(tokenizer, text: str):

@@ -16,10 +16,10 @@ from __future__ import annotations
 import random
 
 WORDS = (
-    "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega "
-    "read write open close cache block state layer token engine session agent "
-    "file path query search build check run test value list dict error result"
-).split()
+    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma", "omega",
+    "read", "write", "open", "close", "cache", "block", "state", "layer", "token", "engine", "session", "agent",
+    "file", "path", "query", "search", "build", "check", "run", "test", "value", "list", "dict", "error", "result",
+)
 TOOLS = ("read_file", "write_file", "run_tests", "search_code", "list_dir", "git_diff")
 HEADER = "You are a coding agent. Use the tools and recall the identifiers exactly."
 
