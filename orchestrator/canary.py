@@ -1,8 +1,14 @@
-"""The project's own tiny hybrid models, built on demand and cached by content.
+"""The project's own tiny hybrid models: shipped trained, or built on demand and cached.
 
 A canary's identity is its recipe (parameters + the builder script's bytes): the
-builder is deterministic, so the recipe digest names the weights before they exist,
-and ``sweep plan`` can print cell ids without building anything.
+recipe digest names the weights before they exist, and ``sweep plan`` can print cell
+ids without building anything.
+
+A trained canary is committed under ``images/canary/shipped/NAME/`` with its recipe and
+the digest of every file (``vmatrix-canary.json``): its training takes a GPU for minutes,
+and a fresh machine should serve it, not train it. It is served only while its recorded
+recipe is the repository's (the same builder, corpus and arguments); otherwise it is
+rebuilt from the recipe, which is what ``vmatrix canary build --train`` does on purpose.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +30,8 @@ from orchestrator.spec import ModelSpec
 
 BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
 CORPUS = BUILDER.with_name("corpus.py")
+SHIPPED = BUILDER.with_name("shipped")
+META = "vmatrix-canary.json"  # in a canary's folder: its recipe, file digests and what its build measured
 
 # name -> builder arguments. Dimensions the CPU kernels accept (GDN head dim 128).
 # "tiny-qwen3next" is trained for a few CPU minutes on the recall corpus so its greedy
@@ -64,11 +73,32 @@ def _recipe(name: str) -> dict[str, Any]:
     return {"name": name, "args": CANARIES[name], "builder": code}
 
 
-def canary_dir(name: str) -> Path:
+def built_dir(name: str) -> Path:
+    """Where a build of the canary's recipe on this machine goes."""
     return cache_dir() / "canaries" / f"{name}-{digest(_recipe(name))[:12]}"
 
 
-META = "vmatrix-canary.json"  # in the canary's folder: its recipe, and what its build measured
+def shipped_dir(name: str) -> Path | None:
+    """The committed checkpoint of this canary, if the repository's recipe made it."""
+    meta = SHIPPED / name / META
+    try:
+        recorded = json.loads(meta.read_text())
+    except (OSError, ValueError):
+        return None
+    same = {k: recorded.get(k) for k in ("name", "args", "builder")} == _recipe(name)
+    return meta.parent if same else None
+
+
+def canary_dir(name: str) -> Path:
+    """The folder engines load the canary from: the shipped checkpoint, else a build."""
+    return shipped_dir(name) or built_dir(name)
+
+
+def shipped_files(folder: Path) -> dict[str, str]:
+    """sha256 of every file of a checkpoint folder but its metadata, by relative path."""
+    return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(folder.rglob("*")) if f.is_file() and f.name != META}
+
 
 
 def logit_scale(model_name: str) -> float | None:
@@ -117,38 +147,64 @@ def model_ref(spec: ModelSpec) -> ModelRef:
     return ModelRef(path=str(path), digest=files_digest(path), name=path.name)
 
 
-def ensure_canary(name: str, python: Path, log: Path | None = None) -> Path:
-    """Build the canary with ``python`` (an engine venv's interpreter) unless cached.
+Progress = Callable[[dict[str, Any]], None]  # one builder progress record: what, step, steps, loss ...
 
-    Built into a temporary folder and renamed, under a lock, so a crash mid-build or
-    two sweeps at once never leave a half-written model that later cells would load.
+
+def needs_training(name: str) -> bool:
+    return bool(CANARIES[name].get("train_steps") or CANARIES[name].get("mtp_steps"))
+
+
+def ensure_canary(name: str, python: Path, log: Path | None = None, train: bool = False,
+                  progress: Progress | None = None, device: str | None = None) -> Path:
+    """The canary's folder: the shipped checkpoint, a cached build, or a new build with
+    ``python`` (an engine venv's interpreter, or any with torch and transformers).
+
+    A trained canary is built only when asked (``train``): its recipe runs for minutes on
+    a GPU, and a fresh machine is meant to serve the shipped one. ``train`` also builds
+    past a cached or shipped copy, into the build folder, so a rebuild can be compared
+    with what is shipped. Built into a temporary folder and renamed, under a lock, so a
+    crash mid-build or two sweeps at once never leave a half-written model.
     """
-    out = canary_dir(name)
-    if (out / "config.json").is_file():
-        return out
+    if not train:
+        found = canary_dir(name)
+        if (found / "config.json").is_file():
+            return found
+        if needs_training(name):
+            raise CanaryError(
+                f"canary '{name}': no shipped checkpoint made by this recipe ({SHIPPED / name} is missing, or the "
+                f"builder, corpus or arguments changed since it was trained); rebuild it with "
+                f"`vmatrix canary build {name} --train` (on a GPU host: see images/canary/README.md)")
+    out = built_dir(name)
     out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + ".lock"):
-        if (out / "config.json").is_file():
+        if not train and (out / "config.json").is_file():
             return out
         tmp = out.with_name(out.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        args = CANARIES[name]
+        args = dict(CANARIES[name]) | ({"device": device} if device else {})
         argv = [str(python), str(BUILDER), str(tmp)]
         for key, value in args.items():
             argv += [f"--{key.replace('_', '-')}", str(value)]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        lines: list[str] = []
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if progress is not None and line.startswith("progress {"):
+                    progress(json.loads(line[len("progress "):]))
         if log is not None:
-            log.write_text(proc.stdout + proc.stderr)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text("".join(lines))
         if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            last = ([x for x in lines if x.strip()] or ["no output"])[-1].strip()
             raise CanaryError(f"building canary '{name}' failed: {last}")
-        # The builder may write what it measured (e.g. `logit_scale`) into the same file;
-        # kept, with the recipe written over it.
-        try:
-            measured = json.loads((tmp / META).read_text())
-        except (OSError, ValueError):
-            measured = {}
-        (tmp / META).write_text(json.dumps((measured if isinstance(measured, dict) else {}) | _recipe(name), indent=2))
+        report = tmp / "canary-report.json"
+        measured = json.loads(report.read_text()) if report.is_file() else {}
+        meta = _recipe(name) | {"files": shipped_files(tmp)}
+        if "logit_scale" in measured:
+            meta["logit_scale"] = measured["logit_scale"]
+        (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
     return out

@@ -32,7 +32,7 @@ from db.store import Store
 from jobs.grade import Exercised, NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor, scaled_tie_margin
 from jobs.records import ControlReference, Transcript
 from jobs.workload import build_workload
-from orchestrator.canary import canary_dir, ensure_canary, excused_symptoms, logit_scale
+from orchestrator.canary import CanaryError, canary_dir, ensure_canary, excused_symptoms, logit_scale
 from orchestrator.cells import Cell, Grade, RunOutcome
 from orchestrator.geometry import lmcache_on, violations
 from orchestrator.matrix import Plan
@@ -163,7 +163,10 @@ def prepare_model(plan: Plan, log_dir: Path) -> None:
         except Exception as exc:  # noqa: BLE001 - try the next recipe, report all at the end
             errors.append(str(exc))
             continue
-        ensure_canary(plan.spec.model.canary, env.python, log=log_dir / "canary-build.log")
+        try:
+            ensure_canary(plan.spec.model.canary, env.python, log=log_dir / "canary-build.log")
+        except CanaryError as exc:
+            raise SweepError(str(exc)) from exc
         return
     raise SweepError(f"cannot build canary '{plan.spec.model.canary}': no engine venv builds ({'; '.join(errors)})")
 

@@ -98,10 +98,13 @@ def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: P
     # differs from the reference run by the noise, 2 flips at one bf16 step. With the
     # configured 0.01 that would be corrupt; the floor stored with the sweep excuses it.
     outcome = _outcome(cell.id, recorded_runs["patched-control"])
-    grade = grade_cell(store, cell, outcome, plan.spec.grading, sweep)
+    # No bf16 floor (tie_steps 0): the shipped canary's scale would raise the margin past
+    # the noise floor this checks (test_the_logit_scale_reaches_grade_cell_and_the_early_abort).
+    grading = plan.spec.grading.model_copy(update={"tie_steps": 0})
+    grade = grade_cell(store, cell, outcome, grading, sweep)
     assert grade.verdict == "clean" and grade.evidence["tie_margin"] == 0.03125, grade.summary
     assert "calibrated from 0.01" in grade.summary and grade.control_run_id == repeat
-    uncalibrated = plan.spec.grading.model_copy(update={"calibrate": False})
+    uncalibrated = grading.model_copy(update={"calibrate": False})
     assert grade_cell(store, cell, outcome, uncalibrated, sweep).verdict == "corrupt"
     assert first != repeat
 
@@ -170,6 +173,8 @@ def test_the_logit_scale_reaches_grade_cell_and_the_early_abort(tmp_path: Path, 
     from orchestrator.scheduler import _reference_for, tie_margin_for
 
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
+    # Not the shipped canary (its folder is the repository's): one built "here", in tmp.
+    monkeypatch.setattr("orchestrator.canary.SHIPPED", tmp_path / "shipped")
     matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "grading: {tie_margin: 0.01}\n")
     plan = expand(parse_spec(matrix, "s.yaml"), "s.yaml")
     control, cell = plan.cells

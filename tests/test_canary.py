@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from images.recipe import EngineRecipe
-from orchestrator.canary import BUILDER, excused_symptoms
+from orchestrator.canary import BUILDER, CanaryError, excused_symptoms
 from orchestrator.runtimes.local import ensure_env
 
 # vLLM's Qwen3-Next MTP checkpoint names (besides the decoder layer under mtp.layers.0.).
@@ -46,6 +46,8 @@ def test_the_checkpoint_has_its_layers_and_a_vllm_mtp_head_and_is_deterministic(
     report = _build(python, tmp_path / "a")
     _build(python, tmp_path / "b")
     assert set(report) >= {"answer_accuracy", "answer_margin_p50", "context_sensitivity", "mtp_accuracy"}
+    assert report["logit_scale"] > 0, "the grader's tie margin is counted in bf16 steps at this scale"
+    assert json.loads((tmp_path / "a" / "canary-report.json").read_text()) == report
 
     files = [f.name for f in (tmp_path / "a").iterdir()]
     weights = [(tmp_path / d / "model.safetensors").read_bytes() for d in ("a", "b")]
@@ -70,20 +72,50 @@ def test_the_checkpoint_has_its_layers_and_a_vllm_mtp_head_and_is_deterministic(
 
 
 def test_logit_scale_is_read_from_the_canary_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ensure_canary keeps what the builder writes into vmatrix-canary.json (here a stand-in
-    "python" that writes a folder as the builder would; no model is built)."""
-    from orchestrator.canary import canary_dir, ensure_canary, logit_scale
+    """ensure_canary records the builder's measured logit scale (canary-report.json) with the
+    recipe and file digests in vmatrix-canary.json (here a stand-in "python" that writes a
+    folder as the builder would; no model is built); the shipped canary's is read from the
+    shipped folder."""
+    from orchestrator.canary import _recipe, built_dir, ensure_canary, logit_scale, shipped_dir
 
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
-    assert logit_scale("canary:tiny-qwen3next") is None, "not built here"
+    assert logit_scale("canary:random-qwen3next") is None, "not built here"
     fake = tmp_path / "python"
     fake.write_text('#!/bin/sh\nmkdir -p "$2"\necho "{}" > "$2/config.json"\n'
-                    'echo \'{"logit_scale": 11.5, "name": "overwritten"}\' > "$2/vmatrix-canary.json"\n')
+                    'echo \'{"logit_scale": 11.5}\' > "$2/canary-report.json"\n')
     fake.chmod(0o755)
-    out = ensure_canary("tiny-qwen3next", fake)
+    out = ensure_canary("random-qwen3next", fake)
+    assert out == built_dir("random-qwen3next")
     meta = json.loads((out / "vmatrix-canary.json").read_text())
-    assert meta["logit_scale"] == 11.5 and meta["name"] == "tiny-qwen3next" and "builder" in meta
-    assert logit_scale("canary:tiny-qwen3next") == 11.5
+    assert meta["logit_scale"] == 11.5 and meta["name"] == "random-qwen3next" and "builder" in meta
+    assert set(meta["files"]) == {"config.json", "canary-report.json"}
+    assert logit_scale("canary:random-qwen3next") == 11.5
     assert logit_scale("Qwen3-Next-80B") is None and logit_scale("canary:nope") is None
-    (canary_dir("tiny-qwen3next") / "vmatrix-canary.json").write_text('{"logit_scale": "big"}')
-    assert logit_scale("canary:tiny-qwen3next") is None
+    (out / "vmatrix-canary.json").write_text('{"logit_scale": "big"}')
+    assert logit_scale("canary:random-qwen3next") is None
+    # The trained canary is shipped, not built: its scale comes with it, and without a
+    # shipped checkpoint of its recipe it is not trained behind the user's back.
+    assert shipped_dir("tiny-qwen3next") is not None and logit_scale("canary:tiny-qwen3next") > 0
+    monkeypatch.setitem(_recipe.__globals__["CANARIES"], "tiny-qwen3next",
+                        {**_recipe("tiny-qwen3next")["args"], "train_steps": 1})
+    with pytest.raises(CanaryError, match="vmatrix canary build tiny-qwen3next --train"):
+        ensure_canary("tiny-qwen3next", fake)
+
+
+def test_every_shipped_checkpoint_is_what_its_recorded_recipe_made_and_that_recipe_is_the_repositorys() -> None:
+    """The committed canaries (images/canary/shipped/NAME): every file has the digest their
+    build recorded (nothing edited, added or lost), and the recorded recipe (builder and
+    corpus bytes, arguments) is the one in the repository, so the checkpoint engines load is
+    the one the recipe describes. Editing the builder, the corpus or the arguments fails
+    here until the canary is retrained (`vmatrix canary build NAME --train`) and shipped."""
+    from orchestrator.canary import CANARIES, META, SHIPPED, _recipe, needs_training, shipped_dir, shipped_files
+
+    shipped = sorted(p.name for p in SHIPPED.iterdir() if p.is_dir())
+    assert shipped, "no canary is shipped"
+    assert {n for n in CANARIES if needs_training(n)} <= set(shipped), "a trained canary must be shipped"
+    for name in shipped:
+        meta = json.loads((SHIPPED / name / META).read_text())
+        assert shipped_files(SHIPPED / name) == meta["files"], f"{name}: files differ from their recorded digests"
+        assert {k: meta[k] for k in ("name", "args", "builder")} == _recipe(name), f"{name}: made by another recipe"
+        assert shipped_dir(name) == SHIPPED / name
+        assert meta["logit_scale"] > 0 and {"config.json", "model.safetensors", "tokenizer.json"} <= set(meta["files"])
