@@ -1,0 +1,62 @@
+"""`vmatrix canary report`'s matrix and its summary, without an engine.
+
+The summary is computed from hand-built transcripts in a real SQLite store (the shape the
+replay records: expectations, answers cut at the end token, margins per token, /metrics
+deltas); the engine run itself is the command's, measured in docs/GRADING.md.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from db.store import Store
+from jobs.expect import Expectation
+from jobs.records import RequestRecord, Transcript
+from orchestrator.canary_report import report_matrix, summarize
+from orchestrator.cells import RunOutcome
+from orchestrator.matrix import expand
+from orchestrator.spec import parse_spec
+
+END = 2  # the model's end-of-turn token id, here
+
+
+def _request(key: str, expected: str, answer: str, margins: list[float]) -> RequestRecord:
+    text = answer + " and on"  # the replay generates past the end token (ignore_eos)
+    tokens = [*range(10, 10 + len(margins) - 1), END]
+    return RequestRecord(key, key.split("/")[0], int(key.split("/")[1]), "turn-0", prompt_tokens=1600,
+                         token_ids=[*tokens, 11], logprobs=[0.0] * (len(tokens) + 1), margins=[*margins, 0.0],
+                         text=text, expect=Expectation.exact(expected), answer_chars=len(answer))
+
+
+def test_the_report_matrix_is_a_valid_sweep_of_control_and_mtp_per_length() -> None:
+    plan = expand(parse_spec(report_matrix("tiny-qwen3next", [1500, 10000, 100000]), "r"), "r")
+    assert len(plan.controls) == 3 and len(plan.cells) == 6
+    assert {c.knobs["speculative"]["method"] for c in plan.cells if not c.is_control} == {"mtp"}
+    sizes = {c.workload["prefix_tokens"]: c.workload for c in plan.controls}
+    assert sizes[1500]["sessions"] * sizes[1500]["turns"] + sizes[1500]["agent_switches"] == 20
+    assert sizes[100000]["sessions"] * sizes[100000]["turns"] + sizes[100000]["agent_switches"] == 4
+
+
+def test_summary_counts_recall_near_ties_and_acceptance(tmp_path: Path) -> None:
+    text = report_matrix("tiny-qwen3next", [1500])
+    plan = expand(parse_spec(text, "r"), "r")
+    control = plan.controls[0]
+    mtp = next(c for c in plan.cells if not c.is_control)
+    store = Store.open(tmp_path / "r.db")
+    sweep = store.create_sweep("r", "r", text)
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    right = _request("s0/0", "var_1 = a b", "var_1 = a b", [3.0, 2.0, 0.05])
+    wrong = _request("s0/1", "var_2 = c", "var_2 = d", [3.0, 0.01, 4.0])
+    now = time.time()
+    store.record_run(sweep, RunOutcome(control.id, "ok", now - 1, now, transcript=Transcript([right, wrong])))
+    metrics = {"turn-0": {"vllm:spec_decode_num_accepted_tokens_total": 3.0,
+                          "vllm:spec_decode_num_draft_tokens_total": 12.0}}
+    store.record_run(sweep, RunOutcome(mtp.id, "ok", now - 1, now, transcript=Transcript([right, wrong], metrics)))
+    [row] = summarize(plan, store, frozenset({END}))
+    assert (row.requests, row.correct, row.mtp_correct) == (2, 1, 1)
+    # Margins up to and including the end token (3 each), not the tokens generated after it.
+    assert (row.answer_tokens, row.near_ties) == (6, 2)
+    assert row.acceptance == 0.25 and row.prompt_tokens == 1600
+    assert row.wrong == ({"key": "s0/1", "expected": {"exact": "var_2 = c"}, "answer": "var_2 = d"},)
