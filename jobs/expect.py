@@ -121,11 +121,16 @@ def tool_calls(text: str) -> list[tuple[str, Any]]:
             continue
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             continue
-        arguments = call.get("arguments", {})
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                pass
-        out.append((call["name"], arguments))
+        out.append((call["name"], tool_arguments(call.get("arguments", {}))))
     return out
+
+
+def tool_arguments(arguments: Any) -> Any:
+    """A tool call's arguments as JSON values: OpenAI sends them as a JSON string, chat
+    templates render them as an object; a string that is not JSON stays as it is."""
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+    return arguments

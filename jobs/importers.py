@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobs.expect import tool_arguments
 from jobs.traces import (
     Session,
     SharedPrefix,
@@ -109,12 +110,7 @@ def _tool_calls_text(calls: Any) -> str:
     out = []
     for call in calls or []:
         fn = (call or {}).get("function") or {}
-        args = fn.get("arguments", {})
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                pass
+        args = tool_arguments(fn.get("arguments", {}))
         out.append("<tool_call>\n" + json.dumps({"name": fn.get("name"), "arguments": args}, ensure_ascii=False)
                    + "\n</tool_call>")
     return "\n".join(out)
