@@ -37,8 +37,8 @@ from jobs import symptoms
 from jobs.records import RequestRecord, Transcript
 
 # Drift on tokens both runs agree on, beyond this multiple of the noise floor (its
-# measured drift, or the tie margin when the repeat was bit-exact or not measured), is
-# more than rounding. Noise and changed arithmetic are one bf16 step (0.031 on the
+# measured drift, or the tie margin at one bf16 step of the logit scale when the repeat
+# was bit-exact or not measured), is more than rounding. Noise and changed arithmetic are one bf16 step (0.031 on the
 # CPU engine, 0.034 on the H200s, docs/GPU.md); the positive control drifted 0.077-
 # 0.079: 1.5 x max(0.031, 0.04) = 0.06 separates them. Drift alone grades only with
 # a measured floor (a GPU engine drifted 0.24 healthy in shared/ENGINES.md).
@@ -364,8 +364,14 @@ def grade_transcripts(
                             ignore_symptoms)
     truth = recall(cell, control)
     # Without a measured floor the tie margin stands in for it: it is only used to tell
-    # many flips with drifted numerics (corrupt) from many flips without (degraded).
-    envelope = DRIFT_ENVELOPE * max(floor.max_drift if floor else 0.0, margin)
+    # many flips with drifted numerics (corrupt) from many flips without (degraded). One
+    # bf16 step at the logit scale, not ``tie_steps`` of them: a logprob both runs agree on
+    # is off by at most about one rounding of its logits (healthy drift on the CPU engine
+    # 0.025-0.031, a third to a half of a step at scale 12), whereas a tie is two logits
+    # rounded each its own way. With the steps the envelope of the e2e sweep was 0.188 and
+    # its positive control (drift 0.200) passed it by a hair; with one step it is 0.094.
+    envelope = DRIFT_ENVELOPE * max(floor.max_drift if floor else 0.0,
+                                    effective_tie_margin(scaled_tie_margin(tie_margin, 1.0, logit_scale), floor))
     drifted = max(sent, key=lambda g: g.drift, default=None)
     beyond = drifted is not None and drifted.drift > envelope
     evidence: dict[str, Any] = {

@@ -346,7 +346,8 @@ def test_recorded_mtp_flip_at_one_bf16_step_is_a_tie_at_logit_scale_12(recorded_
     assert "1 tie flip(s) at margin <= 0.125 (2 bf16 steps at logit scale 12)" in summary
     assert (evidence["tie_margin"], evidence["tie_margin_configured"], evidence["tie_steps"], evidence["logit_scale"],
             evidence["tie_margin_bf16"]) == (0.125, 0.04, 2, 12.0, 0.125)
-    assert evidence["drift_envelope"] == 1.5 * 0.125  # the envelope keeps its rule, on the raised margin
+    # The drift envelope counts one bf16 step at the scale, not tie_steps of them: 1.5 x 1/16.
+    assert evidence["drift_envelope"] == 1.5 * 0.0625
     verdict, summary, evidence = grade_transcripts(cell, at(0.5), 0.04, 0.25, ignore_symptoms=excuse,
                                                    tie_steps=2, logit_scale=12.0)
     assert verdict == "corrupt" and [d["verdict"] for d in evidence["divergent"]] == ["divergent"]
