@@ -63,24 +63,31 @@ def test_noise_command_reads_the_latest_two_runs(tmp_path: Path) -> None:
     assert out.exit_code == 2 and "no cell has two successful runs" in out.output
 
 
+def _two_cell_sweep(tmp_path: Path, extra: str = ""):
+    """A control and a prefix-caching cell of a model folder, added to a new sweep of a real
+    results DB: (control, cell, db path, store, sweep id)."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    text = (f"name: n\nengines: [{{vllm: '0.32.0'}}]\nmodel: {{path: {tmp_path / 'm'}}}\n"
+            "axes: {prefix_caching: [false, true]}\n" + extra)
+    plan = expand(parse_spec(text, "m.yaml"))
+    control, cell = plan.cells
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    sweep = store.create_sweep("n", "m.yaml", text)
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    return control, cell, db, store, sweep
+
+
 def test_regrade_appends_new_grades_and_keeps_the_old(tmp_path: Path) -> None:
     """Hand-built transcripts in a real results DB: a control and a cell that
     diverges confidently; regrading appends a grade, the first one stays."""
     from db.queries import show_cell
     from orchestrator.cells import Grade
 
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "config.json").write_text("{}")
-    text = (f"name: n\nengines: [{{vllm: '0.32.0'}}]\nmodel: {{path: {tmp_path / 'm'}}}\n"
-            "axes: {prefix_caching: [false, true]}\n")
-    plan = expand(parse_spec(text, "m.yaml"))
-    control, cell = plan.cells
-    db = tmp_path / "r.db"
-    store = Store.open(db)
-    sweep = store.create_sweep("n", "m.yaml", text)
+    control, cell, db, store, sweep = _two_cell_sweep(tmp_path)
     now = time.time()
-    for c in plan.cells:
-        store.add_cell(sweep, c)
     store.record_run(sweep, RunOutcome(control.id, "ok", now, now + 1, transcript=EARLIER))
     bad = Transcript([rec("a/0", [1, 5, 5], [-0.1, -3.0, -3.0], [2.0, 2.0, 2.0]), *EARLIER.requests[1:]])
     run_id = store.record_run(sweep, RunOutcome(cell.id, "ok", now, now + 1, transcript=bad))
@@ -107,12 +114,7 @@ def test_regrade_grades_recall_from_the_stored_expectations(tmp_path: Path) -> N
     from db.queries import show_cell
     from jobs.expect import Expectation
 
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "config.json").write_text("{}")
-    text = (f"name: n\nengines: [{{vllm: '0.32.0'}}]\nmodel: {{path: {tmp_path / 'm'}}}\n"
-            "axes: {prefix_caching: [false, true]}\ngrading: {logit_scale: 12}\n")
-    plan = expand(parse_spec(text, "m.yaml"))
-    control, cell = plan.cells
+    control, cell, db, store, sweep = _two_cell_sweep(tmp_path, "grading: {logit_scale: 12}\n")
 
     def run(answer: str, second: int) -> Transcript:
         reqs = [RequestRecord(key=f"s{i}/0", session=f"s{i}", turn=0, phase="turn-0", token_ids=[1, second],
@@ -120,12 +122,7 @@ def test_regrade_grades_recall_from_the_stored_expectations(tmp_path: Path) -> N
                               expect=Expectation.exact("var_1 = alpha")) for i in range(5)]
         return Transcript(reqs, {"turn-0": {"vllm:prefix_cache_hits_total": 10.0}})
 
-    db = tmp_path / "r.db"
-    store = Store.open(db)
-    sweep = store.create_sweep("n", "m.yaml", text)
     now = time.time()
-    for c in plan.cells:
-        store.add_cell(sweep, c)
     store.record_run(sweep, RunOutcome(control.id, "ok", now, now + 1, transcript=run("var_1 = alpha", 2)))
     store.record_run(sweep, RunOutcome(cell.id, "ok", now, now + 1, transcript=run("var_1 = omega", 3)))
     store.close()
