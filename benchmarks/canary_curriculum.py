@@ -149,47 +149,16 @@ def build_tokenizer(out: Path, seed: int, vocab: int, names: str = "digits"):
 
 def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
     import torch
-    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    from transformers import Qwen3NextForCausalLM
 
     torch.manual_seed(seed)
-    n_layers = args.layers
-    layer_types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n_layers)]
-    cfg = Qwen3NextConfig(
-        vocab_size=vocab_size,
-        hidden_size=args.hidden,
-        intermediate_size=args.hidden * 2,
-        num_hidden_layers=n_layers,
-        layer_types=layer_types,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=64,
-        linear_key_head_dim=128,
-        linear_value_head_dim=128,
-        linear_num_key_heads=1,
-        linear_num_value_heads=2,
-        num_experts=4,
-        num_experts_per_tok=2,
-        moe_intermediate_size=args.hidden,
-        shared_expert_intermediate_size=args.hidden,
-        max_position_embeddings=args.max_len,
-        tie_word_embeddings=False,
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        bos_token_id=None,
-    )
     if args.init:
         # Warm start: the target model of an earlier build (its tokenizer is already
         # copied into OUT); the MTP head is trained anew for the model it drafts for.
         model = Qwen3NextForCausalLM.from_pretrained(args.init, dtype=torch.float32)
         cfg = model.config
     else:
-        model = Qwen3NextForCausalLM(cfg).to(torch.float32)
-        with torch.no_grad():
-            for layer in model.model.layers:
-                lin = getattr(layer, "linear_attn", None)
-                if lin is not None:
-                    lin.A_log.copy_(torch.empty_like(lin.A_log).uniform_(0.005, 0.05).log())
-                    lin.dt_bias.zero_()
+        model, cfg = builder.new_model(args, tokenizer, vocab_size)
     mtp = builder._mtp_module()(cfg, seed)
     device = torch.device(args.device)
     model.to(device)

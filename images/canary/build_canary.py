@@ -68,15 +68,12 @@ def build_tokenizer(out: Path, seed: int, vocab: int):
     return fast
 
 
-def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
+def new_model(args, tokenizer, vocab_size: int):
+    """The untrained canary (``args``: hidden, layers, max_len) and its config, drawn from
+    torch's current seed, with the long-memory GDN decay."""
     import torch
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
 
-    # One thread: these matrices are too small for threads to pay off (measured: 1
-    # thread is faster than 2 here), and the float reduction order, hence the trained
-    # weights, then does not depend on how many cores the building host has.
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
     n_layers = args.layers
     layer_types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n_layers)]
     cfg = Qwen3NextConfig(
@@ -109,6 +106,18 @@ def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
             if lin is not None:
                 lin.A_log.copy_(torch.empty_like(lin.A_log).uniform_(0.005, 0.05).log())
                 lin.dt_bias.zero_()
+    return model, cfg
+
+
+def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
+    import torch
+
+    # One thread: these matrices are too small for threads to pay off (measured: 1
+    # thread is faster than 2 here), and the float reduction order, hence the trained
+    # weights, then does not depend on how many cores the building host has.
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    model, cfg = new_model(args, tokenizer, vocab_size)
     mtp = _mtp_module()(cfg, seed)
     docs = documents(seed + 7, (args.train_steps + args.mtp_steps) * args.batch)
     if args.train_steps:
