@@ -17,7 +17,9 @@ import sys
 def main(db_path: str, scaling_txt: str) -> None:
     db = sqlite3.connect(db_path)
     rows = []
-    for line in open(scaling_txt):
+    with open(scaling_txt) as fh:
+        lines = fh.read().splitlines()
+    for line in lines:
         parts = line.split()
         if len(parts) != 6:
             continue

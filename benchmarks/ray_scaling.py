@@ -24,7 +24,6 @@ import time
 
 import ray
 
-
 COLD = False
 
 
@@ -42,7 +41,7 @@ def run(n_cells: int, gpus: int, hold_s: float) -> tuple[float, list[tuple[list[
             ray.init(address="local", num_cpus=max(n_cells, 2), num_gpus=gpus, include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
             break
-        except Exception:  # noqa: BLE001
+        except Exception:
             ray.shutdown()
             if attempt == 2:
                 raise

@@ -51,9 +51,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import func, insert, select  # noqa: E402
+from sqlalchemy import func, insert, select
 
-from db.compare import (  # noqa: E402
+from db.compare import (
     CellFilter,
     Side,
     compare_groups,
@@ -62,14 +62,14 @@ from db.compare import (  # noqa: E402
     load_samples,
     pair_cells,
 )
-from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, RunSampleRow, SweepCell  # noqa: E402
-from db.reads import cell_results, metric_totals_for, open_sqlite_at_head  # noqa: E402
-from db.samples import summary_row  # noqa: E402
-from db.store import Store  # noqa: E402
-from db.table import lookup_table  # noqa: E402
-from jobs.records import RequestRecord  # noqa: E402
-from orchestrator.cells import Cell, EngineRecipe  # noqa: E402
-from orchestrator.spec import Knobs  # noqa: E402
+from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, RunSampleRow, SweepCell
+from db.reads import cell_results, metric_totals_for, open_sqlite_at_head
+from db.samples import summary_row
+from db.store import Store
+from db.table import lookup_table
+from jobs.records import RequestRecord
+from orchestrator.cells import Cell, EngineRecipe
+from orchestrator.spec import Knobs
 
 ENGINES = (EngineRecipe(vllm="0.27.1"), EngineRecipe(vllm="0.28.0"))
 SPECULATIVE = (None, *({"method": "mtp", "num_speculative_tokens": k} for k in (1, 2, 3)),

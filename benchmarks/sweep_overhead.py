@@ -47,7 +47,7 @@ def main() -> None:
     t0 = time.monotonic()
     res = run_sweep(plan, store, store.create_sweep("bench", str(args.matrix), ""), tmp / "logs")
     wall = time.monotonic() - t0
-    built = sorted(set(p.name for p in envs.iterdir()) - set(before))
+    built = sorted({p.name for p in envs.iterdir()} - set(before))
 
     rows = []
     for cell in plan.cells:
@@ -59,17 +59,17 @@ def main() -> None:
         rows.append((cell.id[:12], run.status, t.get("startup_s", 0.0), t.get("replay_s", 0.0), overhead,
                      100 * overhead / cell_time))
     lines = [
-        f"`python benchmarks/sweep_overhead.py {args.matrix}` ({time.strftime('%Y-%m-%d')}, 2 cores, "
-        f"{len(plan.cells)} cells, 2 at a time, venvs and canary already cached)",
+        (f"`python benchmarks/sweep_overhead.py {args.matrix}` ({time.strftime('%Y-%m-%d')}, 2 cores, "
+        f"{len(plan.cells)} cells, 2 at a time, venvs and canary already cached)"),
         "",
         "| cell | status | engine start s | replay s | overhead s | overhead % of cell |",
         "|---|---|---|---|---|---|",
         *[f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.2f} |" for r in rows],
         "",
-        f"One-off sweep setup (canary lookup, Ray start): {res.setup_s:.1f} s "
+        (f"One-off sweep setup (canary lookup, Ray start): {res.setup_s:.1f} s "
         f"({res.setup_s / len(plan.cells):.1f} s per cell at this sweep size). "
         f"Median overhead {statistics.median(r[4] for r in rows):.2f} s per cell. Sweep wall time {wall:.0f} s. "
-        f"Venvs built during the sweep: {len(built)}.",
+        f"Venvs built during the sweep: {len(built)}."),
     ]
     text = "\n".join(lines)
     print(text)

@@ -105,7 +105,9 @@ def expand(spec: MatrixSpec, source: str = "matrix") -> Plan:
         wl = workload.model_dump(mode="json")
         wl_digest = workload_digest(workload)
 
-        def make(engine: EngineRecipe, knobs: Knobs, control_id: str | None) -> Cell:
+        # wl and wl_digest bound now: make is called in this iteration only, but says so.
+        def make(engine: EngineRecipe, knobs: Knobs, control_id: str | None, wl: dict = wl,
+                 wl_digest: str = wl_digest) -> Cell:
             canonical = knobs.canonical()
             return Cell(
                 id=Cell.make_id(engine, canonical, model.digest, wl_digest),

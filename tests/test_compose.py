@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _compose() -> list[str] | None:
     # Compose v2 (a docker CLI plugin) or docker-compose 1.29 (Debian bookworm's package).
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True, check=False).returncode == 0:
         return ["docker", "compose"]
     return ["docker-compose"] if shutil.which("docker-compose") else None
 
@@ -34,7 +34,7 @@ def _config(*files: str, **env: str) -> dict[str, Any]:
     for f in files:
         argv += ["-f", str(ROOT / f)]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("VMATRIX_")}
-    out = subprocess.run([*argv, "config"], capture_output=True, text=True, env=clean | env, cwd=ROOT)
+    out = subprocess.run([*argv, "config"], check=False, capture_output=True, text=True, env=clean | env, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     return yaml.safe_load(out.stdout)
 

@@ -10,6 +10,7 @@ find the tag, or the daemon's layer cache under its data-root.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -92,10 +93,8 @@ def test_reaper_removes_containers_of_dead_owners_only(base_image: str) -> None:
         assert orphan.name not in names and owned.name in names and elsewhere.name in names
     finally:
         for c in (orphan, owned, elsewhere):
-            try:
+            with contextlib.suppress(Exception):  # the reaper got it
                 c.remove(force=True)
-            except Exception:  # noqa: BLE001 - the reaper got it
-                pass
 
 
 @pytest.fixture(scope="module")

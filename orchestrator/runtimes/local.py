@@ -68,7 +68,7 @@ def _run(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subpr
     with log.open("a") as fh:
         fh.write(f"$ {' '.join(argv)}\n")
         fh.flush()
-        proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, text=True, env=env)
+        proc = subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT, text=True, env=env)
     return proc
 
 
@@ -176,7 +176,7 @@ def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str
     files = patch_files(recipe.patches) if recipe.patches else []
     for f in files:
         base = ["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)]
-        check = subprocess.run([*base, "--dry-run"], capture_output=True, text=True)
+        check = subprocess.run([*base, "--dry-run"], check=False, capture_output=True, text=True)
         if check.returncode != 0:
             lines = (check.stdout + check.stderr).strip().splitlines() or ["patch failed"]
             keys = ("FAILED", "can't find", "No file", "Reversed")
@@ -209,7 +209,7 @@ def _freeze(root: Path) -> list[str]:
     uv = _uv()
     argv = [uv, "pip", "freeze", "--python", str(root / "bin" / "python")] if uv else [
         str(root / "bin" / "python"), "-m", "pip", "freeze"]
-    out = subprocess.run(argv, capture_output=True, text=True).stdout
+    out = subprocess.run(argv, check=False, capture_output=True, text=True).stdout
     return sorted(line for line in out.splitlines() if line and not line.startswith("#"))
 
 
