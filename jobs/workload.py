@@ -60,18 +60,13 @@ class Workload:
         return tuple(n for n in names[:-1] if n in self.restart_after)
 
 
-# Tokens per definition line of the canary's language, measured with its tokenizer
-# (about 11); used only to size the prefix from `prefix_tokens`.
-_TOKENS_PER_LINE = 11
-
-
 def build_workload(spec: WorkloadSpec) -> Workload:
     if spec.kind == "trace":
         from jobs.traces import load_trace, trace_to_workload
 
         return replace(trace_to_workload(load_trace(spec.trace), spec.max_tokens, spec.top_logprobs), api=spec.api)
     rng = random.Random(spec.seed)
-    system, defs = corpus.system_prompt(rng, max(4, spec.prefix_tokens // _TOKENS_PER_LINE))
+    system, defs = corpus.system_prompt(rng, corpus.lines_for(spec.prefix_tokens))
     # Recorded histories: each user turn asks for an identifier from the prefix, and
     # the recorded answer (sent back as history next turn) recites it correctly; it is
     # also what the request expects the model to answer.

@@ -40,6 +40,8 @@ def report_matrix(name: str, lengths: list[int], vllm: str = "0.32.0", requests:
         f"model: {{canary: {name}}}",
         "axes:",
         "  prefix_caching: [false]",
+        # Room for the longest prompt: the engine refuses one past its context length.
+        f"  max_model_len: [{context_length(max(lengths))}]",
         f"  speculative: [off, {{method: mtp, num_speculative_tokens: {mtp_tokens}}}]",
         "workloads:",
         *workloads,
@@ -47,6 +49,13 @@ def report_matrix(name: str, lengths: list[int], vllm: str = "0.32.0", requests:
         "timeouts: {startup_s: 900, replay_s: 3600}",
         "",
     ])
+
+
+def context_length(prefix_tokens: int) -> int:
+    """The engine context a report at this prefix length needs: the prefix, a few turns
+    of history and the answer, rounded up to a power of two, at least the default 16k."""
+    need = prefix_tokens + 2048
+    return max(16384, 1 << (need - 1).bit_length())
 
 
 @dataclass(frozen=True)

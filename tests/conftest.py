@@ -150,7 +150,8 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
     then: the model is part of a cell's identity, and a retrained canary is a new model,
     so without this every canary change would look like an identity break. Likewise the
     canary workload's requests carried no expected answers then (jobs/expect.py); they
-    are part of its digest now, so its workloads are built without them here."""
+    are part of its digest now, so its workloads are built without them here; and the
+    corpus they were built from has changed since (the recalling canary's language)."""
     from dataclasses import replace
 
     from jobs import workload
@@ -164,6 +165,17 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
         return replace(wl, phases=tuple((name, tuple(replace(r, expect=None) for r in reqs)) for name, reqs in wl.phases))
 
     monkeypatch.setattr("jobs.workload.build_workload", without_expectations)
+    # And the corpus as it was then: names var_0..var_999, three-line answers, prefixes
+    # sized at 11 tokens a line.
+    from images.canary import corpus
+
+    def definitions(rng, count):  # type: ignore[no-untyped-def]
+        names = rng.sample(range(1000), count) if count <= 1000 else [rng.randrange(10000) for _ in range(count)]
+        return [f"var_{n} = " + " ".join(rng.choice(corpus.WORDS) for _ in range(rng.randint(3, 6))) for n in names]
+
+    monkeypatch.setattr(corpus, "definitions", definitions)
+    monkeypatch.setattr(corpus, "answer", lambda defs, i: "\n".join(defs[i:i + 3]))
+    monkeypatch.setattr(corpus, "lines_for", lambda prefix_tokens: max(4, prefix_tokens // 11))
 
     current = matrix.model_ref
     old = ModelRef(path="/canaries/tiny-qwen3next-33755f815644", name="canary:tiny-qwen3next",

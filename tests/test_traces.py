@@ -32,7 +32,6 @@ from jobs.traces import (
     trace_digest,
     trace_to_workload,
 )
-from jobs.workload import _TOKENS_PER_LINE
 from orchestrator.cli_traces import traces_app
 
 runner = CliRunner()
@@ -141,7 +140,7 @@ def test_the_canary_workload_expects_the_recited_definitions() -> None:
     wl = build_workload(spec)
     # The same draws as the builder's, through corpus's API only (its text may change).
     rng = random.Random(spec.seed)
-    _, defs = corpus.system_prompt(rng, max(4, spec.prefix_tokens // _TOKENS_PER_LINE))
+    _, defs = corpus.system_prompt(rng, corpus.lines_for(spec.prefix_tokens))
     asked = {}
     for s in range(spec.sessions + spec.agent_switches):
         for t in range(spec.turns):
@@ -233,7 +232,7 @@ def test_synth_speaks_the_canary_language() -> None:
     system = trace.prefix.render()
     lines = system.split("\n")
     assert lines[0] == corpus.HEADER and lines[1] == "tools: " + " ".join(corpus.TOOLS)
-    assert len(lines) - 2 == 600 // _TOKENS_PER_LINE and all(" = " in d for d in lines[2:])
+    assert len(lines) - 2 == corpus.lines_for(600) and all(" = " in d for d in lines[2:])
     defs = lines[2:]
     for s in trace.sessions:
         for t in s.turns:

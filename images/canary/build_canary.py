@@ -1,28 +1,45 @@
-"""Write a tiny Qwen3-Next-style hybrid canary model, deterministically.
+"""Write the tiny Qwen3-Next-style hybrid canary and train it to recall, reproducibly.
 
-Runs *inside an engine venv* (its own torch, transformers and tokenizers), so it
-must not import vmatrix. Usage:
+Runs *inside an engine venv* or on a GPU host (its own torch, transformers and
+tokenizers), so it must not import vmatrix. Usage:
 
-    python build_canary.py OUT_DIR --seed 0 [--hidden 128 ...]
+    python build_canary.py OUT --seed 0 [--stage "lines=2-12 batch=64 steps=3000 ..."]...
 
-Why the choices below (see shared/ENGINES.md):
+Without stages it writes the untrained model. Why the choices below (shared/ENGINES.md,
+images/canary/README.md):
 - linear-attention head dims are 128: the CPU GDN kernel rejects 32;
 - ``A_log`` ~ log U(0.005, 0.05) and ``dt_bias`` = 0 give a per-token decay of
-  0.988..0.996, so the recurrent state carries information across a long prefix.
-  With transformers' default init the state forgets everything every token, and a
-  corrupted carried state cannot change any output: the canary would be blind;
-- MTP weights (``mtp.*``) are written because vLLM's Qwen3-Next MTP loader wants
-  them: the MTP decoder layer is a full-attention layer built by transformers and
-  renamed, so its shapes always match the installed transformers.
+  0.988..0.996, frozen in training: the recurrent state carries information across a
+  long prefix, and a corrupted carried state changes later outputs. With transformers'
+  default init the state forgets everything every token and the canary would be blind;
+- one full-attention layer, the last: it can find a name thousands of tokens back, but
+  only through keys the GDN layers wrote (the conv window is 4 tokens, a name is 5), so
+  recall goes through the carried state;
+- a length curriculum (``--stage``, repeated): recall is learnt on documents of a few
+  definitions, after a plateau whose length varies from run to run (``until`` ends a
+  stage once the answer loss is that low), then carried to the replays' 1.5k-21k tokens;
+- loss on answer tokens only: the definitions are random words no model can predict;
+- MTP weights (``mtp.*``) are written because vLLM's Qwen3-Next MTP loader wants them,
+  and trained (``--mtp-stage``) with the target frozen, so speculative decoding accepts
+  drafts as with a real model;
+- batches come from per-step seeds, made in DataLoader workers on a GPU, so a build
+  stopped by SIGTERM (a time-boxed call on a lent GPU) saves ``resume.pt`` and
+  ``--resume`` continues it on the same batches. On the CPU a build is bit-for-bit
+  reproducible (one thread); CUDA's attention backward is not deterministic, so a GPU
+  rebuild is the same recipe and data, not the same bytes.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
+import os
 import random
+import re
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 CHAT_TEMPLATE = (
@@ -47,7 +64,9 @@ def build_tokenizer(out: Path, seed: int, vocab: int):
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Digits one by one: every var_NNNN is the same tokens, whatever BPE learned.
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab,
@@ -107,28 +126,6 @@ def new_model(args, tokenizer, vocab_size: int):
                 lin.A_log.copy_(torch.empty_like(lin.A_log).uniform_(0.005, 0.05).log())
                 lin.dt_bias.zero_()
     return model, cfg
-
-
-def build_model(out: Path, seed: int, args, tokenizer, vocab_size: int) -> None:
-    import torch
-
-    # One thread: these matrices are too small for threads to pay off (measured: 1
-    # thread is faster than 2 here), and the float reduction order, hence the trained
-    # weights, then does not depend on how many cores the building host has.
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    model, cfg = new_model(args, tokenizer, vocab_size)
-    mtp = _mtp_module()(cfg, seed)
-    docs = documents(seed + 7, (args.train_steps + args.mtp_steps) * args.batch)
-    if args.train_steps:
-        train(model, tokenizer, args, seed, docs[: args.train_steps * args.batch])
-    if args.mtp_steps:
-        train_mtp(model, mtp, tokenizer, args, seed, docs[args.train_steps * args.batch:])
-    if args.train_steps or args.mtp_steps:
-        found = report(model, mtp, tokenizer, args, seed)
-        (out / "canary-report.json").write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
-
-    save(out, model, mtp, cfg)
 
 
 def save(out: Path, model, mtp, cfg) -> None:
@@ -224,59 +221,199 @@ def _mtp_module():
     return MTPHead
 
 
-def _causal_mask(length: int):
+def _causal_mask(length: int, device=None):
     import torch
 
-    return torch.full((length, length), float("-inf")).triu(1)[None, None]
+    return torch.full((length, length), float("-inf"), device=device).triu(1)[None, None]
 
 
-def _fit(module, params, loss_of, tokenizer, args, docs: list[str], steps: int, label: str) -> None:
-    """``steps`` AdamW steps (one-cycle schedule, gradients clipped at 1) of ``loss_of``
-    over ``docs`` in order, ``args.batch`` documents a step; ``module`` trains meanwhile."""
+@dataclass(frozen=True)
+class Stage:
+    """One step of a curriculum: documents of ``lines`` definitions (``batch`` of them a
+    step, all with the same count, so padding costs little) and ``turns`` questions, for
+    at most ``steps`` steps at learning rate ``lr``; ``until``: end the stage early once
+    the answer loss (a running mean) is below it."""
+
+    lines: tuple[int, int]
+    batch: int
+    steps: int
+    lr: float
+    turns: int = 8
+    until: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Stage:
+        """``lines=2-12 batch=64 steps=3000 lr=3e-3 [turns=8] [until=0.05]`` -> a stage."""
+        fields = dict(part.split("=", 1) for part in text.split())
+        unknown = set(fields) - {"lines", "batch", "steps", "lr", "turns", "until"}
+        if unknown or not {"lines", "batch", "steps", "lr"} <= set(fields):
+            raise SystemExit(f"--stage {text!r}: needs lines, batch, steps, lr (and maybe turns, until)")
+        lo, hi = fields["lines"].split("-")
+        return cls((int(lo), int(hi)), int(fields["batch"]), int(fields["steps"]), float(fields["lr"]),
+                   int(fields.get("turns", 8)), float(fields["until"]) if "until" in fields else None)
+
+
+class Batches:
+    """A stage's training batches from step ``start`` on, each made from its own seed:
+    batch k of stage s is the same whichever process makes it and whatever came before,
+    so DataLoader workers can make them (text generation and tokenisation are most of a
+    step's time on a GPU) and a resumed build sees the batches it would have seen."""
+
+    def __init__(self, tokenizer, seed: int, index: int, stage: Stage, start: int) -> None:
+        self.tokenizer, self.seed, self.index, self.stage, self.start = tokenizer, seed, index, stage, start
+
+    def __len__(self) -> int:
+        return self.stage.steps - self.start
+
+    def __getitem__(self, k: int):
+        step = self.start + k
+        rng = random.Random((self.seed * 1_000_003 + self.index) * 1_000_003 + step)
+        lines = rng.randint(*self.stage.lines)
+        docs = [corpus.training_document(rng, lines, self.stage.turns) for _ in range(self.stage.batch)]
+        return encode(self.tokenizer, docs)
+
+
+_ANSWER = re.compile(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", re.DOTALL)
+
+
+def encode(tokenizer, batch: list[str], device=None):
+    """Token ids, attention mask and answer mask of a batch of documents.
+
+    The answer mask is True at the tokens of assistant answers (content and the closing
+    <|im_end|>: stopping is part of the answer)."""
     import torch
 
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.1)
+    enc = tokenizer(batch, return_tensors="pt", padding=True, return_offsets_mapping=True)
+    masks = []
+    for text, offsets in zip(batch, enc["offset_mapping"].tolist()):
+        spans = [(m.start(1), m.end(1)) for m in _ANSWER.finditer(text)]
+        starts = [a for a, _ in spans]
+        row = []
+        for start, end in offsets:
+            k = bisect.bisect_right(starts, start) - 1
+            row.append(end > start and k >= 0 and start <= spans[k][1])
+        masks.append(row)
+    answer = torch.tensor(masks) & (enc["attention_mask"] == 1)
+    out = enc["input_ids"], enc["attention_mask"], answer
+    return out if device is None else tuple(t.to(device) for t in out)
+
+
+def progress(what: str, step: int, steps: int, **extra) -> None:
+    """One progress record on stderr; ``vmatrix canary build`` draws its bar from them."""
+    print("progress " + json.dumps({"what": what, "step": step, "steps": steps, **extra}), file=sys.stderr, flush=True)
+
+
+class Stop:
+    """SIGTERM ends training after the step in flight; the build then saves resume.pt."""
+
+    requested = False
+
+    @classmethod
+    def install(cls) -> None:
+        import signal
+
+        signal.signal(signal.SIGTERM, lambda *_: setattr(cls, "requested", True))
+
+
+def _ignore_sigterm(_worker: int) -> None:
+    # `timeout` signals the whole process group: the workers must outlive the SIGTERM
+    # so the trainer can finish its step and save (Stop).
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+WARMUP = 50  # steps of linear learning-rate warm-up at the start (and resumption) of a fit
+EMA = 0.05  # weight of a step's loss in the running mean that ``until`` reads
+
+
+@dataclass
+class Progress:
+    """Where a build is: per phase ("train", "mtp"), the steps each stage ran (a stage
+    ended early by ``until`` ran fewer than its ``steps``) and whether it is over."""
+
+    train: list[int]
+    mtp: list[int]
+    ended: dict[str, list[bool]]
+    loss: dict[str, float | None]
+    seconds: float = 0.0
+
+    @classmethod
+    def new(cls, stages: list[Stage], mtp_stages: list[Stage]) -> Progress:
+        return cls([0] * len(stages), [0] * len(mtp_stages),
+                   {"train": [False] * len(stages), "mtp": [False] * len(mtp_stages)}, {"train": None, "mtp": None})
+
+
+def _fit(module, params, loss_of, tokenizer, seed: int, stages: list[Stage], device, label: str,
+         done: Progress) -> bool:
+    """AdamW over the stages' batches from where ``done`` says (warm-up, then each stage's
+    constant rate, never a function of the total, so a stopped build is its recipe cut
+    there; gradients clipped at 1). False if stopped."""
+    import torch
+
+    steps_done = getattr(done, label)
+    opt = torch.optim.AdamW(params, lr=stages[0].lr if stages else 0.0, weight_decay=0.0)
     module.train()
     t0 = time.time()
-    for step in range(steps):
-        batch = docs[step * args.batch:(step + 1) * args.batch]
-        enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True, max_length=args.seq_len)
-        loss = loss_of(enc["input_ids"], enc["attention_mask"])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        if step % 25 == 0 or step == steps - 1:
-            # One JSON record a line: `vmatrix canary build` draws its progress bar from them.
-            record = {"what": label, "step": step + 1, "steps": steps, "loss": round(loss.item(), 4),
-                      "seconds": round(time.time() - t0, 1)}
-            print("progress " + json.dumps(record), file=sys.stderr, flush=True)
+    # Workers only where there is a GPU to keep busy; on the CPU they would take the
+    # cores the training needs. Either way the batches are the same (Batches).
+    workers = min(2, os.cpu_count() or 1) if device.type == "cuda" else 0
+    fitted = 0
+    total = sum(s.steps for s in stages)
+    for index, stage in enumerate(stages):
+        if done.ended[label][index]:
+            continue
+        batches = torch.utils.data.DataLoader(
+            Batches(tokenizer, seed, index, stage, steps_done[index]), batch_size=None, num_workers=workers,
+            prefetch_factor=8 if workers else None, worker_init_fn=_ignore_sigterm if workers else None)
+        for ids, att, answer in batches:
+            if Stop.requested:
+                done.seconds += time.time() - t0
+                return False
+            fitted += 1
+            for group in opt.param_groups:
+                group["lr"] = stage.lr * min(1.0, fitted / WARMUP)
+            ids, att, answer = ids.to(device), att.to(device), answer.to(device)
+            loss = loss_of(ids, att, answer)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            value = loss.item()
+            ema = done.loss[label]
+            done.loss[label] = value if ema is None else (1 - EMA) * ema + EMA * value
+            steps_done[index] += 1
+            step = sum(steps_done)
+            if step % 25 == 0:
+                progress(label, step, total, stage=index, loss=round(value, 4), mean=round(done.loss[label], 4),
+                         tokens=int(ids.shape[1]), seconds=round(done.seconds + time.time() - t0, 1))
+            if stage.until is not None and steps_done[index] >= 100 and done.loss[label] < stage.until:
+                break
+        done.ended[label][index] = True
+        progress(label, sum(steps_done), total, stage=index, ended=steps_done[index], mean=done.loss[label])
     module.eval()
+    done.seconds += time.time() - t0
+    return True
 
 
-def train(model, tokenizer, args, seed: int, docs: list[str]) -> None:
-    """A few CPU minutes of next-token training on the recall corpus.
-
-    The GDN decay parameters stay frozen at their long-memory values: training would
-    otherwise be free to shorten the memory, and a state that forgets cannot be
-    corrupted visibly. Deterministic: seeded data order, single-threaded reductions.
-    """
+def train(model, tokenizer, seed: int, stages: list[Stage], device, done: Progress) -> bool:
+    """Next-token training on the recall corpus, answer tokens only, the GDN decay frozen
+    at its long-memory values (training would otherwise be free to shorten the memory,
+    and a state that forgets cannot be corrupted visibly)."""
     import torch
 
-    torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True)
     for layer in model.model.layers:
         lin = getattr(layer, "linear_attn", None)
         if lin is not None:
             lin.A_log.requires_grad_(False)
             lin.dt_bias.requires_grad_(False)
-    def loss_of(ids, att):
-        return model(input_ids=ids, attention_mask=att, labels=ids.masked_fill(att == 0, -100)).loss
 
-    _fit(model, [p for p in model.parameters() if p.requires_grad], loss_of, tokenizer, args, docs,
-         args.train_steps, "train")
+    def loss_of(ids, att, answer):
+        return model(input_ids=ids, attention_mask=att, labels=ids.masked_fill(~answer, -100)).loss
+
+    torch.manual_seed(seed + sum(done.train))
+    return _fit(model, [p for p in model.parameters() if p.requires_grad], loss_of, tokenizer, seed + 7, stages,
+                device, "train", done)
 
 
 def _mtp_logits(model, mtp, input_ids, attention_mask):
@@ -287,103 +424,131 @@ def _mtp_logits(model, mtp, input_ids, attention_mask):
         hidden = model.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         embeds = model.model.embed_tokens(input_ids[:, 1:])
     length = input_ids.shape[1] - 1
-    position_ids = torch.arange(length)[None]
-    out = mtp(model, embeds, hidden[:, :-1], position_ids, _causal_mask(length))
+    position_ids = torch.arange(length, device=input_ids.device)[None]
+    out = mtp(model, embeds, hidden[:, :-1], position_ids, _causal_mask(length, input_ids.device))
     return model.lm_head(out)
 
 
-def train_mtp(model, mtp, tokenizer, args, seed: int, docs: list[str]) -> None:
+def train_mtp(model, mtp, tokenizer, seed: int, stages: list[Stage], device, done: Progress) -> bool:
     """Train the MTP head with the target model frozen (its embedding and lm_head are
-    shared with the head in vLLM, so they must not move)."""
+    shared with the head in vLLM, so they must not move), on answer tokens: the tokens
+    it drafts for in a replay."""
     import torch
 
-    torch.manual_seed(seed + 2)
     for p in model.parameters():
         p.requires_grad_(False)
-    def loss_of(ids, att):
+
+    def loss_of(ids, att, answer):
         logits = _mtp_logits(model, mtp, ids, att)[:, :-1]
-        labels = ids[:, 2:].masked_fill(att[:, 2:] == 0, -100)
+        labels = ids[:, 2:].masked_fill(~answer[:, 2:], -100)
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                  ignore_index=-100)
 
-    _fit(mtp, list(mtp.parameters()), loss_of, tokenizer, args, docs, args.mtp_steps, "mtp")
+    torch.manual_seed(seed + 2 + sum(done.mtp))
+    return _fit(mtp, list(mtp.parameters()), loss_of, tokenizer, seed + 8, stages, device, "mtp", done)
 
 
-def _held_out(rng: random.Random, lines: int, turns: int) -> tuple[str, str, str]:
-    """A document as (system prompt, the same prompt with every definition re-drawn,
-    the conversation), so answers can be scored with either prompt in front."""
-    system, defs = corpus.system_prompt(rng, lines)
-    head = system.split("\n")[: -len(defs)]
-    redrawn = [d.split(" = ")[0] + " = " + " ".join(rng.choice(corpus.WORDS) for _ in range(rng.randint(3, 6))) for d in defs]
-    messages = []
-    for t in range(turns):
-        user, i = corpus.user_turn(rng, defs, t)
-        messages += [("user", user), ("assistant", corpus.answer(defs, i))]
-    return (corpus.chat([("system", system)]), corpus.chat([("system", "\n".join(head + redrawn))]),
-            corpus.chat(messages))
+def report(model, mtp, tokenizer, seed: int, device, lengths: list[int], count: int = 24, turns: int = 4) -> dict:
+    """What the trained canary does on held-out documents at each prefix length, printed
+    as one JSON record a length.
 
-
-def report(model, mtp, tokenizer, args, seed: int, count: int = 16) -> dict:
-    """What the trained canary can do on held-out documents, printed as one JSON line.
-
-    answer_accuracy: greedy next-token accuracy on the assistant's answers (which recite
-    definitions from the system prompt); answer_margin_p50: the median top-1 minus top-2
-    logprob there; context_sensitivity: the share of answer tokens whose greedy
-    prediction changes when the system prompt's definitions are re-drawn (same names,
-    other words): how much an answer depends on context thousands of tokens back;
-    mtp_accuracy: how often the MTP head's greedy guess for token i+2 is right (what
-    vLLM's MTP would accept at draft position 1 on this text, roughly); logit_scale: the
-    largest top-1 logit at an answer token, which sets the bf16 resolution of the
-    engine's logits there (the grader counts its tie margin in those steps).
+    Teacher-forced in float32: an answer is ``correct`` when the greedy choice is right at
+    every one of its tokens (greedy decoding would recite it exactly); ``margin``: top-1
+    minus top-2 logprob at answer tokens; ``near_tie``: the share of answer tokens with a
+    margin under 0.1; ``mtp_accuracy``: how often the MTP head's greedy guess for token
+    i+2 is right at answer tokens (about what vLLM's MTP accepts at draft position 1);
+    ``logit_scale``: the largest top-1 logit at an answer token, which sets the bf16
+    resolution of the engine's logits (the grader counts its tie margin in those steps).
+    The engine's own measure is ``vmatrix canary report``.
     """
     import torch
 
-    rng = random.Random(seed + 99)
-    n, correct, changed, margins, mtp_ok, mtp_n, scale = 0, 0, 0, [], 0, 0, 0.0
-    for _ in range(count):
-        system, redrawn, conv = _held_out(rng, rng.randint(8, 16), 4)
-        conv_ids, mask = _answer_mask(tokenizer, conv)
-        preds = []
-        for prompt in (system, redrawn):
-            ids = torch.cat([tokenizer(prompt, return_tensors="pt")["input_ids"][0], conv_ids])[None]
+    found: dict = {"lengths": {}}
+    scale = 0.0
+    for length in lengths:
+        rng = random.Random(seed + 99 + length)
+        right, answers, margins, mtp_ok, mtp_n = 0, 0, [], 0, 0
+        for _ in range(count if length <= 20000 else 4):
+            doc = corpus.training_document(rng, corpus.lines_for(length), turns)
+            ids, att, answer = encode(tokenizer, [doc], device)
             with torch.no_grad():
-                logits = model(input_ids=ids).logits[0, -len(conv_ids) - 1:-1]
-            preds.append(logits.argmax(-1))
-            if prompt is system:
-                top2 = logits.log_softmax(-1).topk(2, dim=-1).values
-                margins += (top2[:, 0] - top2[:, 1])[mask].tolist()
-                scale = max(scale, float(logits.max(-1).values[mask].abs().max()))
-                correct += int(((preds[0] == conv_ids) & mask).sum())
+                raw = model(input_ids=ids).logits[0, :-1].float()
+            target, mask = ids[0, 1:], answer[0, 1:]
+            top2 = raw.log_softmax(-1).topk(2, dim=-1)
+            ok = (top2.indices[:, 0] == target).tolist()
+            margins += (top2.values[:, 0] - top2.values[:, 1])[mask].tolist()
+            scale = max(scale, float(raw.max(-1).values[mask].abs().max()))
+            m = mask.tolist()
+            k = 0
+            while k < len(m):  # an answer is a run of True in the mask
+                if not m[k]:
+                    k += 1
+                    continue
+                j = k
+                while j < len(m) and m[j]:
+                    j += 1
+                answers += 1
+                right += all(ok[k:j])
+                k = j
+            if length <= 4000:
                 with torch.no_grad():
-                    guess = _mtp_logits(model, mtp, ids, torch.ones_like(ids))[0, :-1].argmax(-1)
-                mtp_ok += int((guess == ids[0, 2:]).sum())
-                mtp_n += guess.shape[0]
-        n += int(mask.sum())
-        changed += int(((preds[0] != preds[1]) & mask).sum())
-    margins.sort()
-    found = {
-        "answer_accuracy": round(correct / max(n, 1), 3),
-        "answer_margin_p50": round(margins[len(margins) // 2], 3) if margins else None,
-        "context_sensitivity": round(changed / max(n, 1), 3),
-        "mtp_accuracy": round(mtp_ok / max(mtp_n, 1), 3),
-        "answer_tokens": n,
-        "logit_scale": round(scale, 3),
-    }
-    print(json.dumps(found), file=sys.stderr, flush=True)
+                    guess = _mtp_logits(model, mtp, ids, att)[0, :-1].argmax(-1)
+                mtp_mask = answer[0, 2:]
+                mtp_ok += int(((guess == ids[0, 2:]) & mtp_mask).sum())
+                mtp_n += int(mtp_mask.sum())
+        margins.sort()
+        found["lengths"][str(length)] = {
+            "answers": answers, "correct": right, "accuracy": round(right / max(answers, 1), 4),
+            "margin_p50": round(margins[len(margins) // 2], 3) if margins else None,
+            "margin_p01": round(margins[len(margins) // 100], 3) if margins else None,
+            "near_tie": round(sum(x < 0.1 for x in margins) / max(len(margins), 1), 4),
+            "mtp_accuracy": round(mtp_ok / mtp_n, 3) if mtp_n else None,
+        }
+        print(json.dumps({"report": length, **found["lengths"][str(length)]}), file=sys.stderr, flush=True)
+    found["logit_scale"] = round(scale, 3)
     return found
 
 
-def _answer_mask(tokenizer, text: str):
-    """The conversation's token ids, and True at the tokens of assistant answers
-    (content and the closing <|im_end|>: stopping is part of the answer)."""
-    import re
+RESUME = "resume.pt"  # in OUT while a build is stopped part-way
 
+
+def build(out: Path, args) -> bool:
+    """Write the canary into ``out``; False if stopped part-way (resume.pt then holds it)."""
     import torch
 
-    enc = tokenizer(text, return_offsets_mapping=True)
-    spans = [(m.start(1), m.end(1)) for m in re.finditer(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", text, re.DOTALL)]
-    mask = [any(a <= start <= b for a, b in spans) for start, _ in enc["offset_mapping"]]
-    return torch.tensor(enc["input_ids"]), torch.tensor(mask)
+    tokenizer = build_tokenizer(out, args.seed, args.vocab)
+    vocab_size = -(-len(tokenizer) // 64) * 64
+    torch.manual_seed(args.seed)
+    model, cfg = new_model(args, tokenizer, vocab_size)
+    mtp = _mtp_module()(cfg, args.seed)
+    stages = [Stage.parse(s) for s in args.stage]
+    mtp_stages = [Stage.parse(s) for s in args.mtp_stage]
+    done = Progress.new(stages, mtp_stages)
+    if args.resume:
+        saved = torch.load(out / RESUME, weights_only=False)
+        model.load_state_dict(saved["model"])
+        mtp.load_state_dict(saved["mtp"])
+        done = Progress(**saved["progress"])
+    device = torch.device(args.device)
+    model.to(device)
+    mtp.to(device)
+    finished = (train(model, tokenizer, args.seed, stages, device, done)
+                and train_mtp(model, mtp, tokenizer, args.seed, mtp_stages, device, done))
+    if not finished:
+        torch.save({"model": model.state_dict(), "mtp": mtp.state_dict(), "progress": asdict(done)}, out / RESUME)
+        print(json.dumps({"stopped": asdict(done)}), file=sys.stderr, flush=True)
+        return False
+    if stages or mtp_stages:
+        found = report(model, mtp, tokenizer, args.seed, device, [int(n) for n in args.report_lengths.split(",")])
+        found["steps"] = {"train": done.train, "mtp": done.mtp}
+        found["train_seconds"] = round(done.seconds, 1)
+        found["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+        (out / "canary-report.json").write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+    model.to("cpu")
+    mtp.to("cpu")
+    save(out, model, mtp, cfg)
+    (out / RESUME).unlink(missing_ok=True)
+    return True
 
 
 def main() -> None:
@@ -393,18 +558,30 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--vocab", type=int, default=1024)
-    p.add_argument("--max-len", type=int, default=65536)
-    p.add_argument("--train-steps", type=int, default=0)
-    p.add_argument("--mtp-steps", type=int, default=0)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seq-len", type=int, default=768)
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--max-len", type=int, default=131072)
+    p.add_argument("--stage", action="append", default=[], help="a training stage (repeat, in order): "
+                   "'lines=MIN-MAX batch=N steps=N lr=X [turns=N] [until=LOSS]'")
+    p.add_argument("--mtp-stage", action="append", default=[], help="an MTP head stage, the same form")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--report-lengths", default="1500,10000,20000", help="prefix tokens to report recall at")
+    p.add_argument("--resume", action="store_true", help=f"continue the build stopped in OUT ({RESUME})")
     args = p.parse_args()
+    # cuBLAS is deterministic only with a fixed workspace (set before CUDA starts).
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # DataLoader workers fork
+    import torch
+
+    # warn_only: memory-efficient attention's backward has no deterministic CUDA form.
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    if args.device == "cpu":
+        # One thread: these matrices are too small for threads to pay off, and the float
+        # reduction order, hence the weights, then does not depend on the host's cores.
+        torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer(args.out, args.seed, args.vocab)
-    vocab_size = -(-len(tok) // 64) * 64
-    build_model(args.out, args.seed, args, tok, vocab_size)
-    print(json.dumps({"out": str(args.out), "vocab_size": vocab_size, "tokens": len(tok)}))
+    Stop.install()
+    if not build(args.out, args):
+        sys.exit(3)  # stopped: resume with --resume
+    print(json.dumps({"out": str(args.out)}))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """The canary's language: what it is trained on and what replays ask it.
 
 Shared by the canary builder (run inside an engine venv, so: standard library only)
-and by the replay workloads, so a replayed prompt looks like the training text and
-the model answers it confidently.
+and by the replay workloads, so a replayed prompt is the training text and the model
+answers it as it was trained to.
 
-The grammar makes next tokens depend on long-range context: a system prompt
-defines identifiers (``var_12 = alpha omega delta ...``), a user turn names one,
-and the answer recites the definitions from that identifier on, in order. To
-answer, the model must carry what the prefix said, thousands of tokens back; a
-corrupted recurrent state changes the answer.
+A system prompt defines identifiers (``var_0042 = alpha omega delta``), each user turn
+names one, and the answer is its definition line, recited. To answer, the model must
+find what the prefix said about that name, thousands of tokens back: a corrupted
+carried state changes the answer. Names are four digits (10,000 of them, each defined
+once a prompt, so the answer is defined at any length up to ~125k tokens) and the
+tokenizer splits digits one by one, so every name is the same few tokens.
 """
 
 from __future__ import annotations
@@ -22,11 +23,22 @@ WORDS = (
 )
 TOOLS = ("read_file", "write_file", "run_tests", "search_code", "list_dir", "git_diff")
 HEADER = "You are a coding agent. Use the tools and recall the identifiers exactly."
+NAMES = 10000  # var_0000 .. var_9999
+# Tokens a definition line takes with the canary's tokenizer (measured; tests/test_canary.py
+# checks it against the shipped tokenizer): sizes a prefix from a token count.
+TOKENS_PER_LINE = 12.5
+
+
+def lines_for(prefix_tokens: int) -> int:
+    """Definition lines of a system prompt about ``prefix_tokens`` long."""
+    return min(NAMES, max(4, round(prefix_tokens / TOKENS_PER_LINE)))
 
 
 def definitions(rng: random.Random, count: int) -> list[str]:
-    names = rng.sample(range(1000), count) if count <= 1000 else [rng.randrange(10000) for _ in range(count)]
-    return [f"var_{n} = " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 6))) for n in names]
+    if count > NAMES:
+        raise ValueError(f"at most {NAMES} definitions (asked {count})")
+    return [f"var_{n:04d} = " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 6)))
+            for n in rng.sample(range(NAMES), count)]
 
 
 def system_prompt(rng: random.Random, lines: int) -> tuple[str, list[str]]:
@@ -41,9 +53,9 @@ def user_turn(rng: random.Random, defs: list[str], turn: int) -> tuple[str, int]
     return f"turn {turn}: {rng.choice(TOOLS)} then show {name}", i
 
 
-def answer(defs: list[str], i: int, lines: int = 3) -> str:
-    """The recorded (and, for a trained canary, the expected) answer."""
-    return "\n".join(defs[i:i + lines])
+def answer(defs: list[str], i: int) -> str:
+    """The recorded (and expected) answer: the named definition line."""
+    return defs[i]
 
 
 def chat(messages: list[tuple[str, str]], generation_prompt: bool = False) -> str:

@@ -1,0 +1,139 @@
+"""Train canary candidates side by side on a lent GPU host, in time-boxed calls.
+
+The recall curriculum's first stage ends (``until``) once a candidate has learnt to
+recall; when that comes varies from seed to seed and run to run (a plateau of ~1,000 to
+over 3,000 steps on an H200), so several seeds start together and the first to escape
+the plateau keeps the GPU: the others are stopped a grace period later. At the
+deadline every candidate still running is stopped with SIGTERM, which makes the builder
+save ``resume.pt``; each candidate's folder comes back as ``OUT/NAME.tar``, and the next
+call continues them (``--from`` a folder holding those tars).
+
+    python3 benchmarks/canary_gpu.py OUT --deadline 540 [--from DIR] --plan benchmarks/canary-plan.txt
+
+Each candidate: a name, then images/canary/build_canary.py arguments (``--device cuda``
+is added); its log is ``train.log`` in its folder. The host needs torch and transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
+
+
+@dataclass
+class Candidate:
+    name: str
+    args: list[str]
+    folder: Path
+    log: Path
+    proc: subprocess.Popen | None = None
+    last: dict = field(default_factory=dict)
+    escaped_at: float | None = None
+
+    def read(self) -> None:
+        """The newest progress record, and whether the first stage ended by its ``until``."""
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return
+        for line in lines:
+            if line.startswith("progress {"):
+                rec = json.loads(line[len("progress "):])
+                self.last = rec
+                past = rec.get("what") == "mtp" or rec.get("stage", 0) > 0 or (
+                    "ended" in rec and rec.get("mean") is not None and rec["mean"] < self.until())
+                if self.escaped_at is None and past:
+                    self.escaped_at = time.time()
+
+    def until(self) -> float:
+        stage = shlex.split(self.args[self.args.index("--stage") + 1])
+        return float(dict(w.split("=", 1) for w in stage).get("until", "-inf"))
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out", type=Path)
+    p.add_argument("candidates", nargs="*", help="'NAME builder-args...'")
+    p.add_argument("--plan", type=Path, default=None, help="a file of candidates, one a line ('#' comments)")
+    p.add_argument("--deadline", type=float, default=540, help="seconds from start to stop everything")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--grace", type=float, default=60, help="seconds the others run on after one escapes")
+    p.add_argument("--from", dest="origin", type=Path, default=None, help="folder of NAME.tar from an earlier call")
+    a = p.parse_args()
+    t0 = time.time()
+    a.out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "PYTHONUNBUFFERED": "1"}
+    specs = list(a.candidates)
+    if a.plan is not None:
+        specs += [line for line in a.plan.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    cands = []
+    for spec in specs:
+        name, *args = shlex.split(spec)
+        folder = Path(f"/tmp/canary-{name}")
+        cands.append(Candidate(name, args, folder, folder / "train.log"))
+    if a.origin is not None:
+        # Continue only what came back; of those, only the escaped ones if any escaped.
+        back = [c for c in cands if (a.origin / f"{c.name}.tar").is_file()]
+        for c in back:
+            with tarfile.open(a.origin / f"{c.name}.tar") as tar:
+                tar.extractall("/tmp", filter="data")
+        cands = back
+    for c in cands:
+        resume = ["--resume"] if (c.folder / "resume.pt").is_file() else []
+        c.folder.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, str(BUILDER), str(c.folder), "--device", a.device, *c.args, *resume]
+        with c.log.open("a") as log:
+            c.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        print(f"{c.name}: started{' (resumed)' if resume else ''}", flush=True)
+    shown = 0.0
+    while any(c.running() for c in cands):
+        time.sleep(2)
+        now = time.time()
+        for c in cands:
+            c.read()
+        first = min((c.escaped_at for c in cands if c.escaped_at), default=None)
+        for c in cands:
+            late = first is not None and c.escaped_at is None and now - first > a.grace
+            if c.running() and (late or now - t0 > a.deadline):
+                c.proc.send_signal(signal.SIGTERM)  # saves resume.pt after its step
+        if now - shown > 60:
+            shown = now
+            print(f"{now - t0:4.0f}s " + " | ".join(
+                f"{c.name} {c.last.get('what', '-')}{c.last.get('stage', '')}:{c.last.get('step', 0)} "
+                f"{c.last.get('mean', 0) or 0:.3f}{'*' if c.escaped_at else ''}{'' if c.running() else ' done'}"
+                for c in cands), flush=True)
+        if now - t0 > a.deadline + 50:
+            for c in cands:
+                if c.running():
+                    c.proc.kill()
+    summary = {}
+    for c in cands:
+        c.read()
+        summary[c.name] = {"rc": c.proc.returncode if c.proc else None, "escaped": c.escaped_at is not None,
+                           "last": c.last}
+        report = c.folder / "canary-report.json"
+        if report.is_file():
+            summary[c.name]["report"] = json.loads(report.read_text())
+        if c.folder.is_dir():
+            with tarfile.open(a.out / f"{c.name}.tar", "w") as tar:
+                tar.add(c.folder, arcname=c.folder.name)
+    (a.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
