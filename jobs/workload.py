@@ -60,6 +60,23 @@ class Workload:
         return tuple(n for n in names[:-1] if n in self.restart_after)
 
 
+# Tokens before the first definition line of a system prompt (chat header, HEADER and the
+# tools line), measured with the shipped canary's tokenizer as corpus.TOKENS_PER_LINE is.
+_PREAMBLE_TOKENS = 40
+# What the sessions share past the system prompt: "<|im_end|>\n<|im_start|>user\nturn ".
+_SHARED_TAIL_TOKENS = 8
+
+
+def boundary_lines(lines: int, block_tokens: int) -> list[int]:
+    """The definition lines about where the last cached block inside the shared prefix
+    ends: a request that hits the cache restores the carried state there, and computes
+    the words of that line from it. Estimated from token counts, so two lines either side."""
+    shared = _PREAMBLE_TOKENS + lines * corpus.TOKENS_PER_LINE + _SHARED_TAIL_TOKENS
+    boundary = int(shared // block_tokens) * block_tokens
+    k = int((boundary - _PREAMBLE_TOKENS) // corpus.TOKENS_PER_LINE)
+    return sorted({min(lines - 1, max(0, k + d)) for d in range(-2, 3)})
+
+
 def build_workload(spec: WorkloadSpec) -> Workload:
     if spec.kind == "trace":
         from jobs.traces import load_trace, trace_to_workload
@@ -70,12 +87,19 @@ def build_workload(spec: WorkloadSpec) -> Workload:
     # Recorded histories: each user turn asks for an identifier from the prefix, and
     # the recorded answer (sent back as history next turn) recites it correctly; it is
     # also what the request expects the model to answer.
+    probes = boundary_lines(len(defs), spec.probe_block_tokens) if spec.probe_block_tokens else []
+    asked = 0
     histories: dict[str, list[tuple[str, str]]] = {}
     for s in range(spec.sessions + spec.agent_switches):
         sid = f"s{s}"
         histories[sid] = []
         for t in range(spec.turns):
-            user, i = corpus.user_turn(rng, defs, t)
+            if probes and (t > 0 or s >= spec.sessions):  # a request that hits the cache
+                i = probes[asked % len(probes)]
+                asked += 1
+                user, _ = corpus.user_turn(rng, [defs[i]], t)
+            else:
+                user, i = corpus.user_turn(rng, defs, t)
             histories[sid].append((user, corpus.answer(defs, i)))
 
     def request(sid: str, turn: int, phase: str) -> ReplayRequest:

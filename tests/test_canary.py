@@ -128,15 +128,21 @@ def test_every_shipped_checkpoint_is_what_its_recorded_recipe_made_and_that_reci
 
 @pytest.mark.engine
 def test_the_corpus_sizes_prefixes_with_the_shipped_tokenizers_tokens_per_line(tmp_path: Path) -> None:
-    """Workloads size a prefix from its token count with corpus.TOKENS_PER_LINE: it must be
-    what the shipped canary's tokenizer makes of the corpus (within 2%)."""
+    """Workloads size a prefix from its token count with corpus.TOKENS_PER_LINE, and a
+    probing workload finds a block boundary's line with the preamble's tokens too: they
+    must be what the shipped canary's tokenizer makes of the corpus."""
     from images.canary import corpus
+    from jobs.workload import _PREAMBLE_TOKENS
     from orchestrator.canary import SHIPPED
 
     python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
     code = ("import random, sys; sys.path.insert(0, sys.argv[2]); import corpus; "
             "from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
-            "d = corpus.definitions(random.Random(0), 3000); print(len(t(chr(10).join(d))['input_ids']) / len(d))")
+            "d = corpus.definitions(random.Random(0), 3000); print(len(t(chr(10).join(d))['input_ids']) / len(d)); "
+            "s, _ = corpus.system_prompt(random.Random(0), 4); head = s[:s.index('var_')]; "
+            "print(len(t(corpus.chat([('system', head)]))['input_ids']) - 2)")  # less <|im_end|> and its newline
     out = subprocess.run([str(python), "-c", code, str(SHIPPED / "tiny-qwen3next"), str(BUILDER.parent)],
                          capture_output=True, text=True, check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
-    assert abs(float(out.stdout.split()[-1]) / corpus.TOKENS_PER_LINE - 1) < 0.02
+    per_line, preamble = out.stdout.split()[-2:]
+    assert abs(float(per_line) / corpus.TOKENS_PER_LINE - 1) < 0.02
+    assert abs(int(preamble) - _PREAMBLE_TOKENS) <= 1

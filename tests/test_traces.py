@@ -158,6 +158,28 @@ def test_the_canary_workload_expects_the_recited_definitions() -> None:
     assert workload_digest(WorkloadSpec()) != "33d204cfa6cdfb5aa05b48ffe9315a51ede458da7bfa8f3c22b681a23ba67459"
 
 
+def test_a_probing_workload_asks_the_cache_hitting_requests_for_the_boundary_lines() -> None:
+    """With probe_block_tokens, later turns and agent switches (the requests that restore a
+    carried state from the prefix cache) ask for the definitions about where the last
+    cached block of the shared prefix ends; first turns ask as before, and without the
+    option nothing changes (the default workload's digest is its own)."""
+    from jobs.workload import boundary_lines, build_workload, workload_digest
+    from orchestrator.spec import WorkloadSpec
+
+    # 120 lines (1,500 tokens), 384-token blocks: the shared prefix (measured: 1,544
+    # tokens of system prompt) is restored at token 1,536, in the last line.
+    assert boundary_lines(120, 384) == [117, 118, 119]
+    assert boundary_lines(120, 1000) == [74, 75, 76, 77, 78]  # one block, ending at token 1,000: line ~76
+    spec = WorkloadSpec(probe_block_tokens=384)
+    wl = build_workload(spec)
+    _, defs = corpus.system_prompt(__import__("random").Random(spec.seed), corpus.lines_for(spec.prefix_tokens))
+    probes = {corpus.answer(defs, i) for i in boundary_lines(len(defs), 384)}
+    hitting = [r for r in wl.requests if r.turn > 0 or r.phase.startswith("switch")]
+    assert hitting and {r.expect.value for r in hitting} == probes
+    assert all(r.messages[-1][1].endswith("show " + r.expect.value.split(" = ")[0]) for r in wl.requests)
+    assert workload_digest(spec) != workload_digest(WorkloadSpec())
+
+
 def test_truncated_jsonl_names_the_bad_line(tmp_path: Path) -> None:
     text = dump_trace(small_trace())
     cut = text[: text.index('"id":"s1"') + 20]  # dies inside line 3
