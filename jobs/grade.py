@@ -369,7 +369,8 @@ def grade_transcripts(
     # is off by at most about one rounding of its logits (healthy drift on the CPU engine
     # 0.025-0.031, a third to a half of a step at scale 12), whereas a tie is two logits
     # rounded each its own way. With the steps the envelope of the e2e sweep was 0.188 and
-    # its positive control (drift 0.200) passed it by a hair; with one step it is 0.094.
+    # its positive control (drift 0.200) passed it by a hair; with one step it was 0.094
+    # (the canary of logit scale 12.3; the recalling canary's 27.4 makes it 0.19).
     envelope = DRIFT_ENVELOPE * max(floor.max_drift if floor else 0.0,
                                     effective_tie_margin(scaled_tie_margin(tie_margin, 1.0, logit_scale), floor))
     drifted = max(sent, key=lambda g: g.drift, default=None)

@@ -62,18 +62,18 @@ class Workload:
 
 # Tokens before the first definition line of a system prompt (chat header, HEADER and the
 # tools line), measured with the shipped canary's tokenizer as corpus.TOKENS_PER_LINE is.
-_PREAMBLE_TOKENS = 40
+PREAMBLE_TOKENS = 40
 # What the sessions share past the system prompt: "<|im_end|>\n<|im_start|>user\nturn ".
-_SHARED_TAIL_TOKENS = 8
+SHARED_TAIL_TOKENS = 8
 
 
 def boundary_lines(lines: int, block_tokens: int) -> list[int]:
     """The definition lines about where the last cached block inside the shared prefix
     ends: a request that hits the cache restores the carried state there, and computes
     the words of that line from it. Estimated from token counts, so two lines either side."""
-    shared = _PREAMBLE_TOKENS + lines * corpus.TOKENS_PER_LINE + _SHARED_TAIL_TOKENS
+    shared = PREAMBLE_TOKENS + lines * corpus.TOKENS_PER_LINE + SHARED_TAIL_TOKENS
     boundary = int(shared // block_tokens) * block_tokens
-    k = int((boundary - _PREAMBLE_TOKENS) // corpus.TOKENS_PER_LINE)
+    k = int((boundary - PREAMBLE_TOKENS) // corpus.TOKENS_PER_LINE)
     return sorted({min(lines - 1, max(0, k + d)) for d in range(-2, 3)})
 
 

@@ -132,7 +132,7 @@ def test_the_corpus_sizes_prefixes_with_the_shipped_tokenizers_tokens_per_line(t
     probing workload finds a block boundary's line with the preamble's tokens too: they
     must be what the shipped canary's tokenizer makes of the corpus."""
     from images.canary import corpus
-    from jobs.workload import _PREAMBLE_TOKENS
+    from jobs.workload import PREAMBLE_TOKENS
     from orchestrator.canary import SHIPPED
 
     python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
@@ -145,4 +145,4 @@ def test_the_corpus_sizes_prefixes_with_the_shipped_tokenizers_tokens_per_line(t
                          capture_output=True, text=True, check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     per_line, preamble = out.stdout.split()[-2:]
     assert abs(float(per_line) / corpus.TOKENS_PER_LINE - 1) < 0.02
-    assert abs(int(preamble) - _PREAMBLE_TOKENS) <= 1
+    assert abs(int(preamble) - PREAMBLE_TOKENS) <= 1
