@@ -5,6 +5,9 @@ control's logprob margin (top-1 minus top-2) decides what the divergence means: 
 a near-tie (margin <= the tie margin) greedy decoding may flip with batch shape, so
 the request is a ``tie-flip``, not evidence against the stack; at a clear margin the
 cell's state produced a different distribution, and the request is ``divergent``.
+When the model's end-of-turn tokens are known, the tokens compared are the control's
+answer, up to and including its end token: the replay generates past it, and that text
+is neither what a user receives nor what the model was trained to write.
 
 Cell verdicts (docs/GRADING.md has the reasons and the measurements):
 
@@ -17,7 +20,7 @@ Cell verdicts (docs/GRADING.md has the reasons and the measurements):
   draft, LMCache without a retrieval, a restart point not executed).
 - ``degraded``: none of that, but too many tie flips without drift, a symptom
   (jobs/symptoms.py) the control does not show, or, with a measured noise floor,
-  logprob drift beyond its envelope.
+  logprob drift or top-1/top-2 margin drift beyond its envelope.
 - ``clean``: otherwise.
 
 The tie margin is the configured one, raised to ``tie_steps`` bf16 steps at the model's
@@ -34,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from jobs import symptoms
-from jobs.records import RequestRecord, Transcript
+from jobs.records import RequestRecord, Transcript, answer_span
 
 # Drift on tokens both runs agree on, beyond this multiple of the noise floor (its
 # measured drift, or the tie margin at one bf16 step of the logit scale when the repeat
@@ -89,32 +92,48 @@ class RequestGrade:
     # far the two runs' numerics drifted even where they agree (the noise floor).
     drift: float = 0.0
     drift_index: int | None = None
+    # Largest |difference| of the top-1/top-2 margin there: a confident model's chosen
+    # logprobs sit at ~0 whatever its state, its margins do not (docs/GRADING.md).
+    margin_drift: float = 0.0
+    margin_drift_index: int | None = None
     cell_tokens: tuple[int, ...] = ()
     control_tokens: tuple[int, ...] = ()
     cell_text: str = ""
     control_text: str = ""
+    # Tokens compared: the control's answer (up to its end-of-turn token); None: all.
+    graded_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"cell_tokens": list(self.cell_tokens), "control_tokens": list(self.control_tokens)}
 
 
-def compare(cell: RequestRecord | None, control: RequestRecord, tie_margin: float = 0.0) -> RequestGrade:
+def compare(cell: RequestRecord | None, control: RequestRecord, tie_margin: float = 0.0,
+            end_tokens: frozenset[int] = frozenset()) -> RequestGrade:
+    """One request of a cell against its control's, on the control's answer when
+    ``end_tokens`` say where it ends (:func:`jobs.records.answer_span`), else on all tokens."""
     where = {"session": control.session, "turn": control.turn}
     if cell is None or cell.error:
         return RequestGrade(control.key, "missing", **where, cell_text=(cell.error or "") if cell else "not sent",
                             control_text=control.text)
-    a, b = cell.token_ids, control.token_ids
-    div = first_divergence(a, b, control.margins, tie_margin)
+    span = answer_span(control.token_ids, end_tokens)
+    where |= {"graded_tokens": span}
+    a, b = cell.token_ids[:span], control.token_ids[:span]
+    div = first_divergence(a, b, control.margins[:span], tie_margin)
     same = len(a) if div is None else div.index
     diffs = [abs(x - y) for x, y in zip(cell.logprobs[:same], control.logprobs[:same])]
     drift = max(diffs, default=0.0)
     drift_index = diffs.index(drift) if diffs and drift > 0 else None
+    gaps = [abs(x - y) if x is not None and y is not None else 0.0
+            for x, y in zip(cell.margins[:same], control.margins[:same])]
+    margin_drift = max(gaps, default=0.0)
+    moved = {"drift": drift, "drift_index": drift_index, "margin_drift": margin_drift,
+             "margin_drift_index": gaps.index(margin_drift) if gaps and margin_drift > 0 else None}
     if div is None:
-        return RequestGrade(control.key, "identical", **where, drift=drift, drift_index=drift_index)
+        return RequestGrade(control.key, "identical", **where, **moved)
     i = div.index
     return RequestGrade(
         control.key, "divergent" if div.confident else "tie-flip", **where, index=i, control_margin=div.margin,
-        drift=drift, drift_index=drift_index, cell_tokens=tuple(a[i:i + CONTINUATION_TOKENS]),
+        **moved, cell_tokens=tuple(a[i:i + CONTINUATION_TOKENS]),
         control_tokens=tuple(b[i:i + CONTINUATION_TOKENS]), cell_text=cell.text, control_text=control.text,
     )
 
@@ -207,6 +226,8 @@ class Exercised:
     speculative: bool = False
     lmcache: bool = False  # a KV connector is set
     restart_points: tuple[str, ...] = ()  # jobs.workload.Workload.restart_points, in order
+    # The block size a probing workload laid its prompts out for (WorkloadSpec.probe_block_tokens).
+    probe_block_tokens: int | None = None
 
 
 def _total(metrics: dict[str, dict[str, float]], name: str) -> float:
@@ -214,9 +235,10 @@ def _total(metrics: dict[str, dict[str, float]], name: str) -> float:
     return sum(phase.get(name, 0.0) for phase in metrics.values())
 
 
-def coverage(cell: Transcript, exercised: Exercised, requests: int) -> dict[str, Any]:
+def coverage(cell: Transcript, exercised: Exercised, requests: int, block_tokens: int | None = None) -> dict[str, Any]:
     """The gaps between what a cell claims and what its run did, from the counters summed
-    over phases and the requests' restart counts.
+    over phases, the requests' restart counts and ``block_tokens``, the prefix-cache block
+    the engine chose (its log; None: not known).
 
     A counter the run did not measure (no phase's /metrics was scraped, or the engine
     exports no such counter) is listed as unmeasured, never as a gap: an unknown is not
@@ -245,6 +267,14 @@ def coverage(cell: Transcript, exercised: Exercised, requests: int) -> dict[str,
         elif counters[CONNECTOR_HITS] == 0:
             gaps.append(f"LMCache on, but no token retrieved through it ({counters[CONNECTOR_QUERIES]:.0f} tokens "
                         f"asked)")
+    probe = exercised.probe_block_tokens
+    if exercised.prefix_caching and probe is not None:
+        # A probe laid out for other blocks asks lines no restore point splits: every answer
+        # comes from cached keys, and the cell would match its control untested.
+        if block_tokens is None:
+            unmeasured.append(f"probe for {probe}-token blocks: the engine's block size is not in its log")
+        elif block_tokens != probe:
+            gaps.append(f"the workload probes {probe}-token blocks, but the engine caches blocks of {block_tokens}")
     done = max((r.restarts for r in cell.requests), default=0)
     gaps += [f"restart after {point} not executed" for n, point in enumerate(exercised.restart_points, 1) if done < n]
     return {"exercised": asdict(exercised), "counters": counters, "gaps": gaps, "unmeasured": unmeasured}
@@ -262,20 +292,22 @@ class NoiseFloor:
     flips: int  # requests whose tokens differ at all
     max_drift: float
     max_flip_margin: float | None  # the control's largest margin at any of those differences
+    max_margin_drift: float | None = None  # None: measured before margin drift was (stored floors)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def noise_floor(repeat: Transcript, control: Transcript) -> NoiseFloor:
+def noise_floor(repeat: Transcript, control: Transcript, end_tokens: frozenset[int] = frozenset()) -> NoiseFloor:
     """Compare a control's repeat with the control itself (:func:`repeatability`), every
     difference counted: its largest control margin is the smallest tie margin under which
-    the repeat grades without a confident divergence.
+    the repeat grades without a confident divergence. ``end_tokens``: measured on the
+    answers, as the cells are graded (:func:`compare`).
     """
-    r = repeatability(repeat, control)
+    r = repeatability(repeat, control, end_tokens)
     if r.missing:
         raise ValueError("a control repeat with failed requests cannot measure a noise floor")
-    return NoiseFloor(r.requests, r.identical, r.diverged, r.drift_max, r.max_margin_at_divergence)
+    return NoiseFloor(r.requests, r.identical, r.diverged, r.drift_max, r.max_margin_at_divergence, r.margin_drift_max)
 
 
 BF16_SIGNIFICANT_BITS = 8  # 7 stored mantissa bits and the implicit leading one
@@ -339,8 +371,14 @@ def grade_transcripts(
     exercised: Exercised | None = None,
     tie_steps: float = 2.0,
     logit_scale: float | None = None,
+    end_tokens: frozenset[int] = frozenset(),
+    block_tokens: int | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
     """Return (verdict, one-line summary, evidence) for two completed replays.
+
+    ``end_tokens``: the model's end-of-turn ids; token rules then grade each control's
+    answer, up to its end token, not the text generated past it (:func:`compare`).
+    ``block_tokens``: the engine's prefix-cache block, checked against a probing workload's.
 
     ``exercised``: what the cell claims to test, checked against its run (:func:`coverage`);
     None: not checked (evidence ``coverage`` is None). ``tie_steps`` and ``logit_scale``:
@@ -353,7 +391,7 @@ def grade_transcripts(
     not_sent = set(cell.skipped)
     grades = [
         RequestGrade(r.key, "skipped", r.session, r.turn) if r.key in not_sent and r.key not in mine
-        else compare(mine.get(r.key), r, margin)
+        else compare(mine.get(r.key), r, margin, end_tokens)
         for r in control.requests
     ]
     sent = [g for g in grades if g.verdict != "skipped"]
@@ -375,10 +413,23 @@ def grade_transcripts(
                                     effective_tie_margin(scaled_tie_margin(tie_margin, 1.0, logit_scale), floor))
     drifted = max(sent, key=lambda g: g.drift, default=None)
     beyond = drifted is not None and drifted.drift > envelope
+    # Margins are two logits apart, each rounded: the tie margin (``tie_steps`` bf16 steps at
+    # the logit scale, or the floor's flip margin) is their rounding, 1.5 x it their envelope.
+    # Healthy cells moved margins 0.13-0.25 on the CPU engine, a carried state scaled by 0.9
+    # 0.44 and by 0.5 2.9, with every answer right (docs/GRADING.md, Sensitivity). Without a
+    # logit scale the rounding is not known (the earlier canary's healthy cells moved 0.0625,
+    # one step at its scale, past a 0.04 margin): margins are then not graded.
+    margin_envelope = DRIFT_ENVELOPE * max(floor.max_margin_drift or 0.0 if floor else 0.0, margin)
+    shifted = max(sent, key=lambda g: g.margin_drift, default=None)
+    margins_beyond = logit_scale is not None and shifted is not None and shifted.margin_drift > margin_envelope
     evidence: dict[str, Any] = {
         "requests": len(sent),
         "identical": identical,
+        # Token rules on the answers (up to the control's end-of-turn token) or on all tokens.
+        "graded": "answers" if end_tokens else "outputs",
         "max_drift": max((g.drift for g in sent), default=0.0),
+        "max_margin_drift": shifted.margin_drift if shifted else 0.0,
+        "margin_drift_envelope": margin_envelope,
         "tie_margin": margin,
         "tie_margin_configured": tie_margin,
         "tie_steps": tie_steps,
@@ -394,7 +445,7 @@ def grade_transcripts(
         "symptoms": {"blamed": [s.to_json() for s in found.blamed], "excused": [s.to_json() for s in found.excused],
                      "control_kinds": found.control_kinds},
         "recall": truth.to_json(),
-        "coverage": coverage(cell, exercised, len(sent)) if exercised is not None else None,
+        "coverage": coverage(cell, exercised, len(sent), block_tokens) if exercised is not None else None,
     }
     skipped = f"; aborted early, {len(evidence['skipped'])} request(s) not sent" if cell.aborted_early else ""
     why = [f"{tie_steps:g} bf16 steps at logit scale {logit_scale:g}"] if scaled != tie_margin else []
@@ -449,6 +500,13 @@ def grade_transcripts(
         evidence["first"] = _headline(drifted, "drift") | {"token_index": drifted.drift_index}
         return "degraded", (f"logprob drift {drifted.drift:.3f} beyond the noise envelope {envelope:.3f} at "
                             f"session {drifted.session} turn {drifted.turn} token {drifted.drift_index}"), evidence
+    if floor is not None and margins_beyond:
+        # Every token the control's, yet its top-1/top-2 margins moved beyond rounding: the
+        # answers came out right from a different state (a mildly wrong carried state does this).
+        evidence["first"] = _headline(shifted, "margin-drift") | {"token_index": shifted.margin_drift_index}
+        return "degraded", (f"top-1/top-2 margin moved {shifted.margin_drift:.3f} beyond the envelope "
+                            f"{margin_envelope:.3f} at session {shifted.session} turn {shifted.turn} token "
+                            f"{shifted.margin_drift_index}, every token the control's"), evidence
     flips = f", {len(ties)} tie flip(s) at margin <= {margin:.3g}{calibrated}" if ties else ""
     right = (f"; recall {truth.cell}/{truth.requests} (control {truth.control}/{truth.requests})"
              if truth.requests else "")
@@ -472,10 +530,11 @@ class Repeatability:
     drift_max: float
     max_margin_at_divergence: float | None  # None: no divergence (or no margin recorded there)
     first_index_median: float | None  # how deep into the continuation the runs part
+    margin_drift_max: float = 0.0
 
 
-def repeatability(later: Transcript, earlier: Transcript) -> Repeatability:
-    grades = [compare(later.by_key().get(r.key), r) for r in earlier.requests]
+def repeatability(later: Transcript, earlier: Transcript, end_tokens: frozenset[int] = frozenset()) -> Repeatability:
+    grades = [compare(later.by_key().get(r.key), r, end_tokens=end_tokens) for r in earlier.requests]
     diverged = [g for g in grades if g.verdict != "identical" and g.verdict != "missing"]
     drifts = sorted(g.drift for g in grades if g.verdict != "missing")
     margins = [g.control_margin for g in diverged if g.control_margin is not None]
@@ -494,4 +553,5 @@ def repeatability(later: Transcript, earlier: Transcript) -> Repeatability:
         drift_max=drifts[-1] if drifts else 0.0,
         max_margin_at_divergence=max(margins) if margins else None,
         first_index_median=median(firsts) if firsts else None,
+        margin_drift_max=max((g.margin_drift for g in grades if g.verdict != "missing"), default=0.0),
     )

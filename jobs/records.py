@@ -6,6 +6,7 @@ build them from recorded transcripts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from jobs.expect import Expectation
@@ -53,6 +54,19 @@ class RequestRecord:
         return self.text[:self.answer_chars] if self.answer_chars is not None else None
 
 
+def answer_span(tokens: Sequence[int], end_tokens: frozenset[int]) -> int | None:
+    """How many of a run's tokens are its answer: up to and including its first
+    end-of-turn token; None (all of them) when it wrote none or the end tokens are unknown.
+
+    The replay generates past the end token (``ignore_eos``) so that every position has a
+    control token to compare with, but what follows it is text no user receives and no
+    model was trained to write: a confident model's tiny differences there (a prefix-cached
+    path's arithmetic) grow into divergences at small margins. Token rules grade the answer.
+    """
+    end = next((i for i, t in enumerate(tokens) if t in end_tokens), None) if end_tokens else None
+    return None if end is None else end + 1
+
+
 @dataclass
 class Transcript:
     """Everything a replay produced against one engine."""
@@ -78,13 +92,15 @@ class ControlReference:
     (data flows one way: the replay never reads the store).
     """
 
-    tokens: dict[str, tuple[int, ...]]
+    tokens: dict[str, tuple[int, ...]]  # the control's answers (answer_span), or whole outputs
     margins: dict[str, tuple[float | None, ...]]
     tie_margin: float
     abort_after: int  # stop sending after this many confident divergences
 
     @classmethod
-    def from_transcript(cls, control: Transcript, tie_margin: float, abort_after: int) -> ControlReference:
+    def from_transcript(cls, control: Transcript, tie_margin: float, abort_after: int,
+                        end_tokens: frozenset[int] = frozenset()) -> ControlReference:
         ok = [r for r in control.requests if not r.error]
-        return cls({r.key: tuple(r.token_ids) for r in ok}, {r.key: tuple(r.margins) for r in ok},
-                   tie_margin, abort_after)
+        spans = {r.key: answer_span(r.token_ids, end_tokens) for r in ok}
+        return cls({r.key: tuple(r.token_ids[:spans[r.key]]) for r in ok},
+                   {r.key: tuple(r.margins[:spans[r.key]]) for r in ok}, tie_margin, abort_after)

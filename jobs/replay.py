@@ -361,7 +361,10 @@ def confidently_diverged(rec: RequestRecord, control: ControlReference) -> bool:
     """Whether one answer left the control's at a clear margin (unknown keys never count)."""
     if rec.error or rec.key not in control.tokens:
         return False
-    div = first_divergence(rec.token_ids, control.tokens[rec.key], control.margins[rec.key], control.tie_margin)
+    ref = control.tokens[rec.key]
+    # The reference is the control's answer (ControlReference.from_transcript): what the
+    # cell wrote past its length is not graded, so it must not stop the replay either.
+    div = first_divergence(rec.token_ids[:len(ref)], ref, control.margins[rec.key], control.tie_margin)
     return div is not None and div.confident
 
 

