@@ -47,6 +47,8 @@ class Workload:
     # Phases after which the engine is stopped and started again (trace restart points).
     restart_after: tuple[str, ...] = ()
     api: Api = "chat"
+    # Keys of the requests that ask for the line a cached block boundary splits (probe_block_tokens).
+    probes: tuple[str, ...] = ()
 
     @property
     def requests(self) -> list[ReplayRequest]:
@@ -60,21 +62,83 @@ class Workload:
         return tuple(n for n in names[:-1] if n in self.restart_after)
 
 
-# Tokens before the first definition line of a system prompt (chat header, HEADER and the
-# tools line), measured with the shipped canary's tokenizer as corpus.TOKENS_PER_LINE is.
+# Tokens before the first definition line's name (chat header, HEADER, the tools line and
+# the newline), and before each definition's words ("\n", "var", "_", four digits, " ="),
+# with the shipped canary's tokenizer, which makes one token of every word (measured;
+# tests/test_canary.py checks all three against it): token positions in a canary prompt
+# are exact.
 PREAMBLE_TOKENS = 40
+TOKENS_BEFORE_WORDS = 8
 # What the sessions share past the system prompt: "<|im_end|>\n<|im_start|>user\nturn ".
-SHARED_TAIL_TOKENS = 8
+SHARED_TAIL_TOKENS = 7
 
 
-def boundary_lines(lines: int, block_tokens: int) -> list[int]:
-    """The definition lines about where the last cached block inside the shared prefix
-    ends: a request that hits the cache restores the carried state there, and computes
-    the words of that line from it. Estimated from token counts, so two lines either side."""
-    shared = PREAMBLE_TOKENS + lines * corpus.TOKENS_PER_LINE + SHARED_TAIL_TOKENS
-    boundary = int(shared // block_tokens) * block_tokens
-    k = int((boundary - PREAMBLE_TOKENS) // corpus.TOKENS_PER_LINE)
-    return sorted({min(lines - 1, max(0, k + d)) for d in range(-2, 3)})
+def word_starts(defs: list[str]) -> list[int]:
+    """The token index of each definition's first word in a canary system prompt."""
+    starts, at = [], PREAMBLE_TOKENS - 1  # the first line's newline is the preamble's
+    for d in defs:
+        starts.append(at + TOKENS_BEFORE_WORDS)
+        at += TOKENS_BEFORE_WORDS + len(d.split()) - 2
+    return starts
+
+
+def align_boundary(defs: list[str], block_tokens: int) -> tuple[list[str], int | None]:
+    """Definitions shortened so that the last cached block of the shared prefix ends right
+    after a line's name, and that line; None when the prefix fills no block.
+
+    A request that hits the prefix cache restores the carried state at a block boundary
+    and computes what follows from it. The words of the line the boundary falls in are
+    then read through keys computed from the restored state, with their name known only
+    to that state; every other line either came from the cache or wrote its own name after
+    the restore (docs/GRADING.md, "Sensitivity"). So the line whose words start exactly at
+    the boundary is the one answer a wrong carried state changes. Lines before it lose or
+    gain a few words at their end (each keeps the 3 to 6 of the training corpus) to put it
+    there; None also when that would move the boundary itself.
+    """
+    def shared(lines: list[str]) -> int:
+        return word_starts(lines)[-1] + len(lines[-1].split()) - 2 + SHARED_TAIL_TOKENS
+
+    boundary = shared(defs) // block_tokens * block_tokens
+    starts = word_starts(defs)
+    if boundary <= starts[0]:
+        return defs, None
+    # The first line starting at or after the boundary moves up to it (words dropped before
+    # it); when the boundary is past the last line's start, that line moves down (words added).
+    line = next((i for i, start in enumerate(starts) if start >= boundary), len(defs) - 1)
+    shift = boundary - starts[line]
+    filler = random.Random(line)
+    out = list(defs)
+    for i in range(line - 1, -1, -1):
+        if shift == 0:
+            break
+        words = out[i].split()
+        n = max(shift, 3 - (len(words) - 2)) if shift < 0 else min(shift, 6 - (len(words) - 2))
+        words = words[:len(words) + n] if n < 0 else words + [filler.choice(corpus.WORDS) for _ in range(n)]
+        out[i] = " ".join(words)
+        shift -= n
+    if shift or shared(out) // block_tokens * block_tokens != boundary:
+        return defs, None
+    return out, line
+
+
+PROBE_TAIL_LINES = 4  # lines before the probed one that a session's prompt has of its own
+
+
+def session_tails(rng: random.Random, defs: list[str], probe: int, sessions: int) -> list[list[str]]:
+    """``sessions`` system prompts' definitions: the first is ``defs``; the others replace
+    the lines from :data:`PROBE_TAIL_LINES` before ``probe`` on by definitions of names no
+    prompt uses, with as many words each, so every token position (and the block boundary
+    right after the probed line's name) stays where it is."""
+    start = max(0, probe - PROBE_TAIL_LINES)
+    used = {d.split(" = ")[0] for d in defs}
+    free = [n for n in range(corpus.NAMES) if f"var_{n:04d}" not in used]
+    picks = iter(rng.sample(free, (sessions - 1) * (len(defs) - start)))
+    out = [defs]
+    for _ in range(sessions - 1):
+        tail = [f"var_{next(picks):04d} = " + " ".join(rng.choice(corpus.WORDS) for _ in range(len(d.split()) - 2))
+                for d in defs[start:]]
+        out.append(defs[:start] + tail)
+    return out
 
 
 def build_workload(spec: WorkloadSpec) -> Workload:
@@ -83,27 +147,42 @@ def build_workload(spec: WorkloadSpec) -> Workload:
 
         return replace(trace_to_workload(load_trace(spec.trace), spec.max_tokens, spec.top_logprobs), api=spec.api)
     rng = random.Random(spec.seed)
-    system, defs = corpus.system_prompt(rng, corpus.lines_for(spec.prefix_tokens))
+    lines = corpus.lines_for(spec.prefix_tokens)
+    system, defs = corpus.system_prompt(rng, lines)
+    # sid -> its system prompt, its definitions, and the line it probes (None: no probe).
+    prompts: dict[str, tuple[str, list[str], int | None]] = {}
+    sids = [f"s{s}" for s in range(spec.sessions + spec.agent_switches)]
+    aligned, probe = align_boundary(defs, spec.probe_block_tokens) if spec.probe_block_tokens else (defs, None)
+    if probe is not None:
+        # Each session's system prompt ends in its own last few lines (an agent switch takes
+        # a session's), so the probes ask as many different lines, not one line again; the
+        # lines before are the sessions' shared prefix, as without probing.
+        head = system[:system.index("var_")]
+        tails = session_tails(rng, aligned, probe, spec.sessions)
+        for n, sid in enumerate(sids):
+            mine = tails[n % spec.sessions]
+            prompts[sid] = (head + "\n".join(mine), mine, probe)
+    else:
+        prompts = {sid: (system, defs, None) for sid in sids}
     # Recorded histories: each user turn asks for an identifier from the prefix, and
     # the recorded answer (sent back as history next turn) recites it correctly; it is
     # also what the request expects the model to answer.
-    probes = boundary_lines(len(defs), spec.probe_block_tokens) if spec.probe_block_tokens else []
-    asked = 0
     histories: dict[str, list[tuple[str, str]]] = {}
-    for s in range(spec.sessions + spec.agent_switches):
-        sid = f"s{s}"
+    for s, sid in enumerate(sids):
+        _, mine, probe = prompts[sid]
         histories[sid] = []
         for t in range(spec.turns):
-            if probes and (t > 0 or s >= spec.sessions):  # a request that hits the cache
-                i = probes[asked % len(probes)]
-                asked += 1
-                user, _ = corpus.user_turn(rng, [defs[i]], t)
+            # A session's first request that hits the cache (turn 1; an agent switch's turn 0)
+            # asks for the probed line; later turns do not: with it in the history the model
+            # recites it from there (measured), whatever the restored state says.
+            if probe is not None and t == (0 if s >= spec.sessions else 1):
+                user, i = corpus.user_turn(rng, [mine[probe]], t)[0], probe
             else:
-                user, i = corpus.user_turn(rng, defs, t)
-            histories[sid].append((user, corpus.answer(defs, i)))
+                user, i = corpus.user_turn(rng, mine, t)
+            histories[sid].append((user, corpus.answer(mine, i)))
 
     def request(sid: str, turn: int, phase: str) -> ReplayRequest:
-        msgs: list[tuple[str, str]] = [("system", system)]
+        msgs: list[tuple[str, str]] = [("system", prompts[sid][0])]
         for user, answer in histories[sid][:turn]:
             msgs += [("user", user), ("assistant", answer)]
         user, expected = histories[sid][turn]
@@ -116,10 +195,12 @@ def build_workload(spec: WorkloadSpec) -> Workload:
         phases.append((f"turn-{t}", tuple(request(f"s{s}", t, f"turn-{t}") for s in range(spec.sessions))))
     for k in range(spec.agent_switches):
         sid = f"s{spec.sessions + k}"
-        # An agent switch: a fresh session on the warm shared prefix, after the others.
+        # An agent switch: a fresh session on a warm shared prefix, after the others.
         phases.append((f"switch-{k}", (request(sid, 0, f"switch-{k}"),)))
+    probes = tuple(f"{sid}/{t}" for s, sid in enumerate(sids) for t in range(spec.turns)
+                   if prompts[sid][2] is not None and t == (0 if s >= spec.sessions else 1))
     return Workload(name=spec.name, phases=tuple(phases), max_tokens=spec.max_tokens, top_logprobs=spec.top_logprobs,
-                    api=spec.api)
+                    api=spec.api, probes=probes)
 
 
 def _request_content(r: ReplayRequest) -> dict[str, object]:

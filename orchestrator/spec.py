@@ -157,10 +157,11 @@ class WorkloadSpec(_Strict):
     agent_switches: int = Field(default=1, ge=0)
     max_tokens: int = Field(default=24, ge=1)
     top_logprobs: int = Field(default=2, ge=2, le=20)
-    # The engine's prefix-cache block size in tokens (vLLM logs it at startup): requests
-    # that hit the cache (later turns, agent switches) then ask for the definitions about
-    # where the last cached block ends, whose words are computed from the restored state,
-    # so a wrong carried state can change an answer (docs/GRADING.md, "Sensitivity").
+    # The engine's prefix-cache block size in tokens (vLLM logs it at startup): the shared
+    # prefix is laid out so that its last cached block ends right after a definition's
+    # name, and each session's first cache-hitting request (turn 1, an agent switch) asks
+    # for that definition, whose words are read through the restored state: a wrong
+    # carried state changes the answer (docs/GRADING.md, "Sensitivity").
     probe_block_tokens: int | None = Field(default=None, ge=16)
     # chat: /v1/chat/completions; completions: the engine's /tokenize renders the same
     # messages with its chat template and the ids go to /v1/completions (jobs/replay.py).

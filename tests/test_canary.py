@@ -129,20 +129,31 @@ def test_every_shipped_checkpoint_is_what_its_recorded_recipe_made_and_that_reci
 @pytest.mark.engine
 def test_the_corpus_sizes_prefixes_with_the_shipped_tokenizers_tokens_per_line(tmp_path: Path) -> None:
     """Workloads size a prefix from its token count with corpus.TOKENS_PER_LINE, and a
-    probing workload finds a block boundary's line with the preamble's tokens too: they
-    must be what the shipped canary's tokenizer makes of the corpus."""
+    probing workload counts token positions exactly (jobs.workload.word_starts): both must
+    be what the shipped canary's tokenizer makes of the corpus."""
     from images.canary import corpus
-    from jobs.workload import PREAMBLE_TOKENS
+    from jobs.workload import build_workload
     from orchestrator.canary import SHIPPED
+    from orchestrator.spec import WorkloadSpec
 
     python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
-    code = ("import random, sys; sys.path.insert(0, sys.argv[2]); import corpus; "
+    # Probing workloads: the token where the probed line's words start, as the shipped
+    # tokenizer makes the rendered prompt of an agent switch, for a few sizes and blocks.
+    probes = []
+    for prefix, block in ((1500, 384), (10000, 384), (1500, 144), (20000, 1056)):
+        r = next(r for r in build_workload(WorkloadSpec(prefix_tokens=prefix, probe_block_tokens=block)).requests
+                 if r.key == "s1/1")  # a session's own tail, after its turn 0 in the history
+        text = corpus.chat(list(r.messages), generation_prompt=True)
+        name = r.expect.value.split(" = ")[0]
+        probes.append((text[:text.index(name + " = ") + len(name) + 2], block))
+    (tmp_path / "probes.json").write_text(json.dumps(probes))
+    code = ("import json, random, sys; sys.path.insert(0, sys.argv[2]); import corpus; "
             "from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
             "d = corpus.definitions(random.Random(0), 3000); print(len(t(chr(10).join(d))['input_ids']) / len(d)); "
-            "s, _ = corpus.system_prompt(random.Random(0), 4); head = s[:s.index('var_')]; "
-            "print(len(t(corpus.chat([('system', head)]))['input_ids']) - 2)")  # less <|im_end|> and its newline
-    out = subprocess.run([str(python), "-c", code, str(SHIPPED / "tiny-qwen3next"), str(BUILDER.parent)],
+            "print(' '.join(str(len(t(p)['input_ids']) % b) for p, b in json.load(open(sys.argv[3]))))")
+    out = subprocess.run([str(python), "-c", code, str(SHIPPED / "tiny-qwen3next"), str(BUILDER.parent),
+                          str(tmp_path / "probes.json")],
                          capture_output=True, text=True, check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
-    per_line, preamble = out.stdout.split()[-2:]
+    per_line, offsets = out.stdout.splitlines()[-2:]
     assert abs(float(per_line) / corpus.TOKENS_PER_LINE - 1) < 0.02
-    assert abs(int(preamble) - PREAMBLE_TOKENS) <= 1
+    assert offsets.split() == ["0"] * 4, "the probed line's words start exactly at a block boundary"

@@ -158,26 +158,41 @@ def test_the_canary_workload_expects_the_recited_definitions() -> None:
     assert workload_digest(WorkloadSpec()) != "33d204cfa6cdfb5aa05b48ffe9315a51ede458da7bfa8f3c22b681a23ba67459"
 
 
-def test_a_probing_workload_asks_the_cache_hitting_requests_for_the_boundary_lines() -> None:
-    """With probe_block_tokens, later turns and agent switches (the requests that restore a
-    carried state from the prefix cache) ask for the definitions about where the last
-    cached block of the shared prefix ends; first turns ask as before, and without the
-    option nothing changes (the default workload's digest is its own)."""
-    from jobs.workload import boundary_lines, build_workload, workload_digest
+def test_a_probing_workload_asks_each_session_once_for_the_line_the_boundary_splits() -> None:
+    """With probe_block_tokens, the shared prefix is laid out so that its last cached block
+    ends right after a definition's name (token positions counted as the canary's tokenizer
+    makes them; tests/test_canary.py checks that against it), and each session's first
+    cache-hitting request asks for that definition once; without the option nothing changes."""
+    from jobs.workload import align_boundary, build_workload, word_starts, workload_digest
     from orchestrator.spec import WorkloadSpec
 
-    # 120 lines (1,500 tokens), 384-token blocks: the shared prefix (measured: 1,544
-    # tokens of system prompt) is restored at token 1,536, in the last line.
-    assert boundary_lines(120, 384) == [117, 118, 119]
-    assert boundary_lines(120, 1000) == [74, 75, 76, 77, 78]  # one block, ending at token 1,000: line ~76
-    spec = WorkloadSpec(probe_block_tokens=384)
+    rng = __import__("random").Random(3)
+    _, defs = corpus.system_prompt(rng, 120)
+    for block in (144, 384, 1000):
+        aligned, line = align_boundary(defs, block)
+        assert line is not None and word_starts(aligned)[line] % block == 0, block
+        # Words dropped or added at a line's end, each line keeping 3 to 6 of them and its name.
+        for before, after in zip(defs, aligned):
+            assert (before.startswith(after) or after.startswith(before)) and 3 <= len(after.split()) - 2 <= 6
+    assert align_boundary(defs[:4], 384) == (defs[:4], None), "a prefix shorter than a block has no boundary"
+
+    spec = WorkloadSpec(probe_block_tokens=384, sessions=3, turns=3, agent_switches=2)
     wl = build_workload(spec)
-    _, defs = corpus.system_prompt(__import__("random").Random(spec.seed), corpus.lines_for(spec.prefix_tokens))
-    probes = {corpus.answer(defs, i) for i in boundary_lines(len(defs), 384)}
-    hitting = [r for r in wl.requests if r.turn > 0 or r.phase.startswith("switch")]
-    assert hitting and {r.expect.value for r in hitting} == probes
+    probed = [r for r in wl.requests if (r.turn == 1 and r.phase.startswith("turn")) or r.phase.startswith("switch")]
+    # A system prompt per session (a switch takes a session's), so 3 lines are probed.
+    assert len(probed) == 5 and len({r.expect.value for r in probed}) == 3
+    for r in probed:
+        defs = r.messages[0][1].split("\n")[2:]
+        line = defs.index(r.expect.value)
+        assert word_starts(defs)[line] == 1536, "the last cached block ends right after the probed line's name"
+        again = [q for q in wl.requests if q.session == r.session and q is not r and q.expect.value == r.expect.value]
+        assert not again, "asked once per session: not again from its history"
+    # The sessions still share a prefix: all but each prompt's last few lines.
+    first, second = (wl.requests[0].messages[0][1].split("\n"), wl.requests[1].messages[0][1].split("\n"))
+    shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)
+    assert len(first) == len(second) and len(first) - shared <= 8 and shared > 100
     assert all(r.messages[-1][1].endswith("show " + r.expect.value.split(" = ")[0]) for r in wl.requests)
-    assert workload_digest(spec) != workload_digest(WorkloadSpec())
+    assert workload_digest(spec) != workload_digest(spec.model_copy(update={"probe_block_tokens": None}))
 
 
 def test_truncated_jsonl_names_the_bad_line(tmp_path: Path) -> None:
