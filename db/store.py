@@ -179,6 +179,12 @@ class Store:
                 role = "control" if cell.is_control else "cell"
                 session.add(SweepCell(sweep_id=sweep_id, cell_id=cell.id, role=role))
 
+    def cell_spec(self, cell_id: str) -> dict[str, Any] | None:
+        """A stored cell as it was recorded (``Cell.to_json``); None if unknown."""
+        with self.session() as session:
+            row = session.get(CellRow, cell_id)
+            return dict(row.spec) if row is not None else None
+
     def run(self, run_id: int) -> Run:
         with self.session() as session:
             return session.get_one(Run, run_id)

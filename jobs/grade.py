@@ -421,7 +421,8 @@ def grade_transcripts(
     # one step at its scale, past a 0.04 margin): margins are then not graded.
     margin_envelope = DRIFT_ENVELOPE * max(floor.max_margin_drift or 0.0 if floor else 0.0, margin)
     shifted = max(sent, key=lambda g: g.margin_drift, default=None)
-    margins_beyond = logit_scale is not None and shifted is not None and shifted.margin_drift > margin_envelope
+    # (1e-9: margins are bf16 steps apart; one exactly at the envelope is within it.)
+    margins_beyond = logit_scale is not None and shifted is not None and shifted.margin_drift > margin_envelope + 1e-9
     evidence: dict[str, Any] = {
         "requests": len(sent),
         "identical": identical,

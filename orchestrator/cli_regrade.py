@@ -7,12 +7,29 @@ ones stay on record, and every query reads a run's newest grade.
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import replace
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from images.recipe import EngineRecipe
+from orchestrator.canary import canary_dir, is_canary
+from orchestrator.cells import Cell, ModelRef
 from orchestrator.cli_common import DbOpt, console, fail, open_store
+
+
+def recorded_cell(spec: dict[str, Any] | None) -> Cell | None:
+    """A cell as its row recorded it, for runs whose matrix now expands to other ids (the
+    workload builder changed, say): grading needs its knobs, workload and model, not a
+    matching id. A canary is read from this checkout, where its recorded path may not exist."""
+    if spec is None:
+        return None
+    model = ModelRef(**spec["model"])
+    if is_canary(model.name):
+        model = replace(model, path=str(canary_dir(model.name.removeprefix("canary:"))))
+    return Cell(spec["id"], EngineRecipe(**spec["engine"]), spec["knobs"], model, spec["workload"],
+                spec["workload_digest"], spec["control_id"], spec.get("resources") or {})
 
 
 def results_regrade(
@@ -42,7 +59,7 @@ def results_regrade(
         table.add_column(col)
     regraded = 0
     for run_id, cell_id, status in sweep_runs(store, sweep):
-        cell = cells.get(cell_id)
+        cell = cells.get(cell_id) or recorded_cell(store.cell_spec(cell_id))
         if cell is None or cell.is_control or status != "ok":
             continue
         old = store.latest_grade(run_id)
@@ -55,5 +72,5 @@ def results_regrade(
         table.add_row(str(run_id), cell_id[:8], cell.engine.label, old.verdict if old else "-", grade.verdict,
                       grade.summary)
     if not regraded:
-        fail(f"sweep {sweep} has no successful non-control runs to grade (or its cells no longer match this matrix)")
+        fail(f"sweep {sweep} has no successful non-control runs to grade")
     console.print(table)

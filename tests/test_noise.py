@@ -134,3 +134,31 @@ def test_regrade_grades_recall_from_the_stored_expectations(tmp_path: Path) -> N
     assert grade.verdict == "corrupt" and grade.summary.startswith("recall 0/5 against the control's 5/5")
     assert grade.evidence["recall"]["b"] == 5 and grade.evidence["first"]["reason"] == "recall"
     assert (grade.evidence["logit_scale"], grade.evidence["tie_margin"]) == (12, 0.125)
+
+
+def test_regrade_grades_runs_whose_matrix_now_expands_to_other_cells(tmp_path: Path) -> None:
+    """Cells recorded under ids the matrix no longer expands to (here: changed by hand, as a
+    change to the workload builder would) are graded from their stored rows: their runs are
+    not left out."""
+    from dataclasses import replace
+
+    from db.queries import show_cell
+
+    control, cell, db, store, sweep = _two_cell_sweep(tmp_path)
+    old_control = replace(control, id="0" * 16)
+    old_cell = replace(cell, id="1" * 16, control_id=old_control.id)
+    for c in (old_control, old_cell):
+        store.add_cell(sweep, c)
+    now = time.time()
+
+    def run(second: int) -> Transcript:
+        return Transcript([RequestRecord(key="a/0", session="a", turn=0, phase="turn-0", token_ids=[1, second],
+                                         logprobs=[-0.1, -0.1], margins=[2.0, 2.0])])
+
+    store.record_run(sweep, RunOutcome(old_control.id, "ok", now, now + 1, transcript=run(2)))
+    store.record_run(sweep, RunOutcome(old_cell.id, "ok", now, now + 1, transcript=run(3)))
+    store.close()
+    out = CliRunner().invoke(app, ["results", "regrade", str(sweep), "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    [grade] = show_cell(Store.open(db), old_cell.id).runs[0].grades
+    assert grade.verdict == "corrupt" and "first at session a turn 0 token 1" in grade.summary
