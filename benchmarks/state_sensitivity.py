@@ -121,7 +121,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--canary", default="tiny-qwen3next")
     ap.add_argument("--write", action="store_true")
-    ap.add_argument("--db", type=Path, help="reuse (or create) this results database")
+    ap.add_argument("--db", type=Path, help="reuse (or create) this results database: recorded cells are not run "
+                    "again, and their newest grades are reported (`vmatrix results regrade` first to regrade)")
     ap.add_argument("--workload", default=WORKLOAD, help=f"the workload, a YAML mapping (default: {WORKLOAD})")
     args = ap.parse_args()
     text = matrix(args.canary, args.workload)
@@ -139,7 +140,7 @@ def main() -> None:
         run = store.latest_run(cell.id)
         grade = store.latest_grade(run.id) if run is not None else None
         if grade is None:
-            rows.append(f"| {patch} | {degree:g} | - | - | - | - | - | - | {run.status if run else 'not run'} | - |")
+            rows.append(f"| {patch} | {degree:g} | - | - | - | - | - | - | - | {run.status if run else 'not run'} | - |")
             continue
         ev = grade.evidence
         first = ev.get("first") or {}
@@ -151,7 +152,7 @@ def main() -> None:
         rows.append(
             f"| {patch} | {degree:g} | {ev.get('identical', '-')}/{ev.get('requests', '-')} "
             f"| {len(ev.get('tie_flips', []))} | {len(ev.get('divergent', []))} | {ev.get('max_drift', 0.0):.3f} "
-            f"| {recalled} | {probed} | {grade.verdict} | {where} |"
+            f"| {ev.get('max_margin_drift', 0.0):.3f} | {recalled} | {probed} | {grade.verdict} | {where} |"
         )
     floors = []
     for control in plan.controls:
@@ -164,9 +165,10 @@ def main() -> None:
          f" `{args.workload}`, greedy; graded by the"
          f" sweep against its engine's control with calibration on; noise floors: {'; '.join(floors)})."),
         "",
-        ("| patch | degree | requests identical | tie flips | divergent | max drift | recall: cell/requests "
-         "(control) | probed answers: right, least margin (control) | verdict | first evidence |"),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        ("| patch | degree | requests identical | tie flips | divergent | max drift | max margin drift "
+         "| recall: cell/requests (control) | probed answers: right, least margin (control) | verdict "
+         "| first evidence |"),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
     table = "\n".join(lines)

@@ -20,7 +20,7 @@ Cell verdicts (docs/GRADING.md has the reasons and the measurements):
   draft, LMCache without a retrieval, a restart point not executed).
 - ``degraded``: none of that, but too many tie flips without drift, a symptom
   (jobs/symptoms.py) the control does not show, or, with a measured noise floor,
-  logprob drift or top-1/top-2 margin drift beyond its envelope.
+  logprob drift beyond its envelope.
 - ``clean``: otherwise.
 
 The tie margin is the configured one, raised to ``tie_steps`` bf16 steps at the model's
@@ -93,7 +93,7 @@ class RequestGrade:
     drift: float = 0.0
     drift_index: int | None = None
     # Largest |difference| of the top-1/top-2 margin there: a confident model's chosen
-    # logprobs sit at ~0 whatever its state, its margins do not (docs/GRADING.md).
+    # logprobs sit at ~0 whatever its state, its margins do not (evidence only: docs/GRADING.md).
     margin_drift: float = 0.0
     margin_drift_index: int | None = None
     cell_tokens: tuple[int, ...] = ()
@@ -413,16 +413,12 @@ def grade_transcripts(
                                     effective_tie_margin(scaled_tie_margin(tie_margin, 1.0, logit_scale), floor))
     drifted = max(sent, key=lambda g: g.drift, default=None)
     beyond = drifted is not None and drifted.drift > envelope
-    # Margins are two logits apart, each rounded: the tie margin (``tie_steps`` bf16 steps at
-    # the logit scale, or the floor's flip margin) is their rounding, 1.5 x it their envelope.
-    # Healthy cells moved margins 0.13-0.25 on the CPU engine, a carried state scaled by 0.9
-    # 0.44 and by 0.5 2.9, with every answer right (docs/GRADING.md, Sensitivity). Without a
-    # logit scale the rounding is not known (the earlier canary's healthy cells moved 0.0625,
-    # one step at its scale, past a 0.04 margin): margins are then not graded.
-    margin_envelope = DRIFT_ENVELOPE * max(floor.max_margin_drift or 0.0 if floor else 0.0, margin)
+    # How far the top-1/top-2 margins of agreeing tokens moved: evidence, not a rule. A carried
+    # state scaled by 0.5 moved them 0.94 on the CPU engine with every answer right, healthy
+    # cells there 0.16-0.31; but healthy cells on an H200 moved them 0.44-0.81 (chunked GDN
+    # prefill and MTP verification change the arithmetic; docs/GPU.md), so no envelope tells
+    # a mildly wrong state from a healthy path on every engine (docs/GRADING.md, Sensitivity).
     shifted = max(sent, key=lambda g: g.margin_drift, default=None)
-    # (1e-9: margins are bf16 steps apart; one exactly at the envelope is within it.)
-    margins_beyond = logit_scale is not None and shifted is not None and shifted.margin_drift > margin_envelope + 1e-9
     evidence: dict[str, Any] = {
         "requests": len(sent),
         "identical": identical,
@@ -430,7 +426,8 @@ def grade_transcripts(
         "graded": "answers" if end_tokens else "outputs",
         "max_drift": max((g.drift for g in sent), default=0.0),
         "max_margin_drift": shifted.margin_drift if shifted else 0.0,
-        "margin_drift_envelope": margin_envelope,
+        "max_margin_drift_at": (f"session {shifted.session} turn {shifted.turn} token {shifted.margin_drift_index}"
+                                if shifted and shifted.margin_drift > 0 else None),
         "tie_margin": margin,
         "tie_margin_configured": tie_margin,
         "tie_steps": tie_steps,
@@ -501,13 +498,6 @@ def grade_transcripts(
         evidence["first"] = _headline(drifted, "drift") | {"token_index": drifted.drift_index}
         return "degraded", (f"logprob drift {drifted.drift:.3f} beyond the noise envelope {envelope:.3f} at "
                             f"session {drifted.session} turn {drifted.turn} token {drifted.drift_index}"), evidence
-    if floor is not None and margins_beyond:
-        # Every token the control's, yet its top-1/top-2 margins moved beyond rounding: the
-        # answers came out right from a different state (a mildly wrong carried state does this).
-        evidence["first"] = _headline(shifted, "margin-drift") | {"token_index": shifted.margin_drift_index}
-        return "degraded", (f"top-1/top-2 margin moved {shifted.margin_drift:.3f} beyond the envelope "
-                            f"{margin_envelope:.3f} at session {shifted.session} turn {shifted.turn} token "
-                            f"{shifted.margin_drift_index}, every token the control's"), evidence
     flips = f", {len(ties)} tie flip(s) at margin <= {margin:.3g}{calibrated}" if ties else ""
     right = (f"; recall {truth.cell}/{truth.requests} (control {truth.control}/{truth.requests})"
              if truth.requests else "")

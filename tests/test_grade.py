@@ -5,6 +5,8 @@ Recorded transcripts of the real CPU engine are graded in tests/test_calibration
 
 from __future__ import annotations
 
+import pytest
+
 from jobs.grade import grade_transcripts
 from jobs.records import RequestRecord, Transcript
 
@@ -422,28 +424,15 @@ def test_a_probe_laid_out_for_other_blocks_than_the_engines_is_unexercised() -> 
     assert verdict == "clean" and "the engine's block size is not in its log" in evidence["coverage"]["unmeasured"][0]
 
 
-def test_margins_that_moved_beyond_rounding_are_degraded_with_a_floor_and_a_logit_scale() -> None:
-    """Hand-built: every token the control's, the top-1/top-2 margins moved. Measured on the
-    engine (docs/GRADING.md): healthy cells move them 0.13-0.25, a carried state scaled by
-    0.9 moved them 0.44; the envelope at logit scale 27.4 is 1.5 x 2 bf16 steps = 0.375."""
+def test_margin_drift_is_evidence_and_not_a_verdict() -> None:
+    """Hand-built: every token the control's, the top-1/top-2 margins moved. A state scaled by
+    0.5 moved them 0.94 on the CPU engine, healthy cells on an H200 0.44-0.81 (docs/GRADING.md,
+    docs/GPU.md): no envelope separates them, so the move is reported and not graded."""
     from jobs.grade import NoiseFloor
 
-    control = tx([1, 2, 3])
-    floor = NoiseFloor(1, 1, 0, 0.0, None, 0.0)
-
-    def moved(by: float) -> Transcript:
-        cell = tx([1, 2, 3])
-        cell.requests[0].margins = [1.5, 1.5 - by, 1.5]
-        return cell
-
-    verdict, _, evidence = grade_transcripts(moved(0.25), control, 0.04, floor=floor, logit_scale=27.4)
-    assert verdict == "clean" and evidence["margin_drift_envelope"] == 0.375 and evidence["max_margin_drift"] == 0.25
-    verdict, summary, evidence = grade_transcripts(moved(0.44), control, 0.04, floor=floor, logit_scale=27.4)
-    assert verdict == "degraded" and "margin moved 0.440 beyond the envelope 0.375" in summary, summary
-    assert evidence["first"]["reason"] == "margin-drift" and evidence["first"]["token_index"] == 1
-    # Not without a measured floor, and not without a logit scale (the rounding is unknown).
-    assert grade_transcripts(moved(0.44), control, 0.04, logit_scale=27.4)[0] == "clean"
-    assert grade_transcripts(moved(0.44), control, 0.04, floor=floor)[0] == "clean"
-    # A floor whose control moved its own margins more widens the envelope.
-    wide = NoiseFloor(1, 1, 0, 0.0, None, 0.5)
-    assert grade_transcripts(moved(0.44), control, 0.04, floor=wide, logit_scale=27.4)[0] == "clean"
+    cell = tx([1, 2, 3])
+    cell.requests[0].margins = [1.5, 0.56, 1.5]
+    verdict, _, evidence = grade_transcripts(cell, tx([1, 2, 3]), 0.04, floor=NoiseFloor(1, 1, 0, 0.0, None, 0.0),
+                                             logit_scale=27.4)
+    assert verdict == "clean"
+    assert evidence["max_margin_drift"] == pytest.approx(0.94) and evidence["max_margin_drift_at"] == "session s0 turn 0 token 1"
