@@ -7,6 +7,8 @@
 #                                       run MATRIX's cells of ENGINE in the background,
 #                                       then its controls again (the noise floor)
 #   offline-host.sh scaling MATRIX      benchmarks/gpu_scaling.sh in the background
+#   offline-host.sh verdicts            benchmarks/gpu_verdicts.sh in the background (issue 16)
+#   offline-host.sh complete RELEASE    mark vllm-RELEASE's uploads complete (after its last one)
 #   offline-host.sh restart-ray         a fresh Ray head (after changing the environment)
 #   offline-host.sh status              runs recorded so far, sweeps still running
 #   offline-host.sh collect DEST        results DB, tables and engine logs into DEST
@@ -62,6 +64,11 @@ case "${1:-}" in
     # benchmarks/gpu_scaling.sh in the background: poll `status`, then `collect`.
     setsid nohup bash "$REPO/benchmarks/gpu_scaling.sh" "${@:2}" >"$VMATRIX_DATA/scaling-driver.log" 2>&1 </dev/null &
     echo "started: $VMATRIX_DATA/scaling.txt" ;;
+  verdicts)
+    setsid nohup bash "$REPO/benchmarks/gpu_verdicts.sh" >"$VMATRIX_DATA/verdicts-driver.log" 2>&1 </dev/null &
+    echo "started: $VMATRIX_DATA/verdicts.txt" ;;
+  complete)
+    ls "$VMATRIX_WHEELHOUSE/vllm-$2"/vllm-*.whl >/dev/null && touch "$VMATRIX_WHEELHOUSE/vllm-$2/.complete" ;;
   restart-ray)
     "$PY" -m ray.scripts.scripts stop >/dev/null 2>&1 || true
     setsid "$PY" -m ray.scripts.scripts start --head --include-dashboard=false --disable-usage-stats \
@@ -73,6 +80,7 @@ case "${1:-}" in
       [ -f "$log" ] && echo "$log: $(grep -c SWEEP-DONE "$log" || true) done"
     done
     [ -f "$VMATRIX_DATA/scaling.txt" ] && cat "$VMATRIX_DATA/scaling.txt"
+    [ -f "$VMATRIX_DATA/verdicts.txt" ] && cat "$VMATRIX_DATA/verdicts.txt"
     nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader || true ;;
   collect)
     dest=$2
@@ -85,8 +93,9 @@ EOF
     "$PY" -m orchestrator.cli results table --db "$DB" --rows engine --cols prefix_caching,speculative \
       --format markdown >"$dest/table.md" 2>&1 || true
     "$PY" -m orchestrator.cli results noise --db "$DB" >"$dest/noise.txt" 2>&1 || true
-    cp "$VMATRIX_DATA"/sweep-*.log "$VMATRIX_DATA"/scaling*.txt "$VMATRIX_DATA"/scaling*.log "$dest/" 2>/dev/null || true
+    cp "$VMATRIX_DATA"/sweep-*.log "$VMATRIX_DATA"/scaling*.txt "$VMATRIX_DATA"/scaling*.log \
+      "$VMATRIX_DATA"/verdicts*.txt "$dest/" 2>/dev/null || true
     tar -czf "$dest/engine-logs.tgz" -C "$VMATRIX_DATA" logs 2>/dev/null || true ;;
   *)
-    sed -n '2,14p' "$0"; exit 2 ;;
+    sed -n '2,16p' "$0"; exit 2 ;;
 esac

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 16 on one GPU host (docs/GPU.md): the sweeps one after another, in priority
+# order, each joining the host's Ray head. Started on the host by
+#   bash images/offline-host.sh verdicts
+# which exports the paths. A release is swept only once its uploads are complete:
+# the last upload of a release touches $VMATRIX_WHEELHOUSE/vllm-X/.complete (the
+# driver waits up to $VERDICTS_WAIT_S for it). Progress: $VMATRIX_DATA/verdicts.txt.
+set -uo pipefail
+PY=${PYTHON:-python3}
+DB=$VMATRIX_DATA/results.db
+OUT=$VMATRIX_DATA/verdicts.txt
+WAIT_S=${VERDICTS_WAIT_S:-1800}
+
+sweep() {  # LABEL MATRIX RELEASE
+  local waited=0
+  while [ ! -f "$VMATRIX_WHEELHOUSE/vllm-$3/.complete" ]; do
+    if ((waited >= WAIT_S)); then echo "$1 skipped: vllm-$3 not uploaded after ${WAIT_S}s" >>"$OUT"; return; fi
+    sleep 5; waited=$((waited + 5))
+  done
+  local t0 rc
+  t0=$(date +%s)
+  echo "$1 start $t0" >>"$OUT"
+  "$PY" -m orchestrator.cli sweep run "$2" --address auto --db "$DB" >"$VMATRIX_DATA/sweep-$1.log" 2>&1
+  rc=$?
+  echo "$1 end $(date +%s) rc=$rc wall=$(( $(date +%s) - t0 ))s" >>"$OUT"
+}
+
+# 1: the four cells on 0.26.0 (controls twice: the noise floor); 2: the CUDA positive
+# control on the same workload; 3: the field-bug try on 0.25.1.
+sweep verdicts examples/gpu-verdicts.yaml 0.26.0
+sweep positive examples/gpu-positive.yaml 0.26.0
+sweep field examples/gpu-field.yaml 0.25.1
+echo VERDICTS-DONE >>"$OUT"
