@@ -39,9 +39,8 @@ def results_regrade(
     """Grade SWEEP's runs again with the current grader and the sweep's own grading settings."""
     from db.queries import sweep_info, sweep_runs
     from orchestrator.canary import CanaryError
-    from orchestrator.cells import RunOutcome
     from orchestrator.matrix import expand
-    from orchestrator.scheduler import grade_cell
+    from orchestrator.scheduler import regrade_run
     from orchestrator.spec import SpecError, parse_spec
 
     store = open_store(db)
@@ -63,11 +62,7 @@ def results_regrade(
         if cell is None or cell.is_control or status != "ok":
             continue
         old = store.latest_grade(run_id)
-        run = store.run(run_id)
-        outcome = RunOutcome(cell_id, status, run.started_at, run.finished_at, transcript=store.transcript_for(run_id),
-                             log_path=run.log_path)
-        grade = grade_cell(store, cell, outcome, plan.spec.grading, sweep)
-        store.record_grade(run_id, grade)
+        grade = regrade_run(store, cell, store.run(run_id), plan.spec.grading, sweep)
         regraded += 1
         table.add_row(str(run_id), cell_id[:8], cell.engine.label, old.verdict if old else "-", grade.verdict,
                       grade.summary)

@@ -28,6 +28,7 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from db.models import Run
 from db.store import Store
 from jobs.grade import Exercised, NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor, scaled_tie_margin
 from jobs.records import ControlReference, Transcript
@@ -253,7 +254,7 @@ def _failure_evidence(outcome: RunOutcome) -> dict:
     return evidence
 
 
-def _will_grade(store: Store, plan: Plan, control: Cell, todo_ids: set[str]) -> bool:
+def will_grade(store: Store, plan: Plan, control: Cell, todo_ids: set[str]) -> bool:
     """Whether some cell of ``control`` runs now or waits, ungraded, for a grade."""
     for cell in plan.cells:
         if cell.control_id != control.id:
@@ -267,7 +268,7 @@ def _will_grade(store: Store, plan: Plan, control: Cell, todo_ids: set[str]) -> 
     return False
 
 
-def _calibrate(store: Store, sweep_id: int, control: Cell) -> NoiseFloor | None:
+def calibrate(store: Store, sweep_id: int, control: Cell) -> NoiseFloor | None:
     """Measure and store the noise floor from the control's two newest ok runs."""
     runs = store.ok_runs(control.id, 2)
     if len(runs) < 2:
@@ -336,13 +337,13 @@ def run_sweep(
             if control.id in todo_ids:
                 # It runs anyway (new, or --rerun); once more for the floor, unless no
                 # cell of it is graded in this sweep (engine time for nothing).
-                if _will_grade(store, plan, control, todo_ids):
+                if will_grade(store, plan, control, todo_ids):
                     runs_of[control.id] = 2
                     calibrating.add(control.id)
             elif len(stored_ok) == 2:
                 if store.noise_floor(sweep_id, control.id) is None:
-                    _calibrate(store, sweep_id, control)  # from the recorded runs, nothing to run
-            elif stored_ok and store.latest_run(control.id).status == "ok" and _will_grade(
+                    calibrate(store, sweep_id, control)  # from the recorded runs, nothing to run
+            elif stored_ok and store.latest_run(control.id).status == "ok" and will_grade(
                 store, plan, control, todo_ids
             ):
                 runs_of[control.id] = 1  # one more run, measured against the recorded one
@@ -441,7 +442,7 @@ def run_sweep(
             ungraded[f"{cell.id}#{run_id}"] = (run_id, outcome)
             running = {c.id for c in pending.values()}
             if cell.id in calibrating and cell.id not in running:
-                floor = _calibrate(store, sweep_id, cell)
+                floor = calibrate(store, sweep_id, cell)
                 say(cell.id, f"noise floor: {floor.flips}/{floor.requests} requests differ, max drift "
                              f"{floor.max_drift:.3f}" if floor else "noise floor: not measured (a control run failed)")
             # Grade whatever can be graded now: this cell, and cells waiting for this control.
@@ -454,7 +455,7 @@ def run_sweep(
                 store.record_grade(rid, grade)
                 say(c.id, f"graded {grade.verdict}")
             result.driver_s[cell.id] = time.monotonic() - t_ready
-    _regrade_waiting(plan, store, result.skipped, sweep_id)
+    grade_waiting(plan, store, result.skipped, sweep_id)
     store.finish_sweep(sweep_id)
     return result
 
@@ -479,7 +480,7 @@ def _reference_for(
     )
 
 
-def _regrade_waiting(plan: Plan, store: Store, skipped: list[str], sweep_id: int | None = None) -> None:
+def grade_waiting(plan: Plan, store: Store, skipped: list[str], sweep_id: int | None = None) -> None:
     """Grade recorded cells that were `ungraded` (their control had not run) if it has now.
 
     Grades are appended, so the earlier `ungraded` stays on record.
@@ -494,5 +495,15 @@ def _regrade_waiting(plan: Plan, store: Store, skipped: list[str], sweep_id: int
         control = store.latest_run(cell.control_id)
         if control is None or control.status != "ok":
             continue
-        outcome = RunOutcome(cell_id, "ok", run.started_at, run.finished_at, transcript=store.transcript_for(run.id))
-        store.record_grade(run.id, grade_cell(store, cell, outcome, plan.spec.grading, sweep_id))
+        regrade_run(store, cell, run, plan.spec.grading, sweep_id)
+
+
+def regrade_run(store: Store, cell: Cell, run: Run, grading: Grading, sweep_id: int | None = None) -> Grade:
+    """Grade a recorded run again from what the store holds, with the sweep's grader
+    (:func:`grade_cell`), and append the grade: the sweep's late grades and `vmatrix results
+    regrade` both come through here."""
+    outcome = RunOutcome(cell.id, run.status, run.started_at, run.finished_at, transcript=store.transcript_for(run.id),
+                         log_path=run.log_path)
+    grade = grade_cell(store, cell, outcome, grading, sweep_id)
+    store.record_grade(run.id, grade)
+    return grade

@@ -22,7 +22,7 @@ from jobs.records import ControlReference, Transcript
 from jobs.replay import confidently_diverged
 from orchestrator.cells import RunOutcome
 from orchestrator.matrix import expand
-from orchestrator.scheduler import _calibrate, _will_grade, control_reference, grade_cell, run_sweep
+from orchestrator.scheduler import calibrate, control_reference, grade_cell, run_sweep, will_grade
 from orchestrator.spec import Grading, parse_spec
 
 Runs = dict[str, Transcript]  # the conftest fixture `recorded_runs`
@@ -84,9 +84,9 @@ def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: P
     for c in plan.cells:
         store.add_cell(sweep, c)
     first = store.record_run(sweep, _outcome(control.id, recorded_runs["patched-control"]))
-    assert _calibrate(store, sweep, control) is None, "one run measures nothing"
+    assert calibrate(store, sweep, control) is None, "one run measures nothing"
     repeat = store.record_run(sweep, _outcome(control.id, recorded_runs["patched-control-repeat"]))
-    floor = _calibrate(store, sweep, control)
+    floor = calibrate(store, sweep, control)
     assert floor is not None and floor.flips == 2 and floor.max_margin_drift is not None
     stored, reference_run = store.noise_floor(sweep, control.id)
     assert stored == floor and reference_run == repeat
@@ -234,11 +234,11 @@ def test_a_sweep_with_two_recorded_control_runs_calibrates_without_running(
     store.record_run(first, _outcome(control.id, recorded_runs["patched-control"]))
     store.record_run(first, _outcome(control.id, recorded_runs["patched-control-repeat"]))
     cell_run = store.record_run(first, _outcome(cell.id, recorded_runs["patched-prefix-caching"]))
-    assert _will_grade(store, plan, control, set()), "the cell has no grade yet"
+    assert will_grade(store, plan, control, set()), "the cell has no grade yet"
     store.record_grade(cell_run, grade_cell(store, cell, _outcome(cell.id, recorded_runs["patched-prefix-caching"]),
                                             plan.spec.grading, first))
-    assert not _will_grade(store, plan, control, set())
-    assert _will_grade(store, plan, control, {cell.id})
+    assert not will_grade(store, plan, control, set())
+    assert will_grade(store, plan, control, {cell.id})
 
     second = store.create_sweep("cal", "cal.yaml", MATRIX)
     result = run_sweep(plan, store, second, tmp_path / "logs")

@@ -12,7 +12,7 @@ from db.store import Store
 from jobs.records import RequestRecord, Transcript
 from orchestrator.cells import Grade, RunOutcome
 from orchestrator.matrix import expand
-from orchestrator.scheduler import _regrade_waiting
+from orchestrator.scheduler import grade_waiting
 from orchestrator.spec import parse_spec
 
 MATRIX = """\
@@ -40,5 +40,5 @@ def test_ungraded_cell_is_graded_when_its_control_appears(tmp_path: Path) -> Non
     store.record_grade(run_id, Grade("ungraded", "control has not run"))
     store.record_run(sweep, outcome(control.id, [1, 2, 3]))
 
-    _regrade_waiting(plan, store, [control.id, cell.id])
+    grade_waiting(plan, store, [control.id, cell.id])
     assert store.latest_grade(run_id).verdict == "clean"
