@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from images.recipe import EngineRecipe
 from jobs.records import Transcript
 
-__all__ = ["Cell", "EngineRecipe", "Grade", "ModelRef", "RunOutcome", "digest"]
+__all__ = ["STATUSES", "VERDICTS", "Cell", "EngineRecipe", "Grade", "ModelRef", "RunOutcome", "digest"]
 
 # invalid: the knobs break a geometry rule (orchestrator/geometry.py); no engine was started.
 Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
@@ -23,6 +23,9 @@ Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
 # "corrupt" (db.models.VerdictName).
 Verdict = Literal["clean", "degraded", "unexercised", "corrupt", "crashed", "startup_failed", "timeout", "invalid",
                   "ungraded", "control"]
+# The same names as values, for code that checks or lists them (one vocabulary).
+STATUSES: tuple[str, ...] = get_args(Status)
+VERDICTS: tuple[str, ...] = get_args(Verdict)
 
 
 def canonical_json(value: Any) -> str:

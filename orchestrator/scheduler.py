@@ -35,7 +35,7 @@ from jobs.records import ControlReference, Transcript
 from jobs.replay import model_end_tokens
 from jobs.workload import build_workload
 from orchestrator.canary import CanaryError, canary_dir, ensure_canary, excused_symptoms, logit_scale
-from orchestrator.cells import Cell, Grade, RunOutcome
+from orchestrator.cells import STATUSES, Cell, Grade, RunOutcome
 from orchestrator.geometry import lmcache_on, violations
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import Runtime, run_cell
@@ -43,7 +43,7 @@ from orchestrator.runtimes.local import ensure_env, owner_id, reap_orphans
 from orchestrator.runtimes.signature import engine_block_tokens
 from orchestrator.spec import Grading, Timeouts, WorkloadSpec
 
-FINAL = ("ok", "startup_failed", "crashed", "timeout", "invalid")
+FINAL = STATUSES  # every recorded status is final: a cell that has one is not run again
 
 
 class SweepError(RuntimeError):
