@@ -7,6 +7,7 @@ interrupted bisect is resumed by running the same command again.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,7 +80,7 @@ def bisect(
     """Bisect one cell of MATRIX between two vLLM releases (or commits, with --repo)."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from orchestrator.bisect import BisectError, BisectRequest, format_command, run_bisect
+    from orchestrator.bisect import BisectError, BisectRequest, run_bisect
 
     req = BisectRequest(matrix=matrix, cell=cell, good=good, bad=bad, predicate=predicate, repo=repo,
                         wheel_url=wheel_url, find_fix=find_fix, pre=pre, db=db)
@@ -146,4 +147,4 @@ def bisect(
         console.print(neighbours_table(report))
     if report.continue_command:
         console.print("continue at commit level (in a vLLM clone):")
-        console.print(Text("  " + format_command(report.continue_command)), soft_wrap=True)
+        console.print(Text("  " + shlex.join(report.continue_command)), soft_wrap=True)

@@ -28,25 +28,13 @@ from typer.testing import CliRunner
 
 from db.store import Store
 from jobs.records import RequestRecord, Transcript
-from orchestrator.bisect import (
-    DEFAULT_WHEEL_URL,
-    BisectError,
-    BisectRequest,
-    Observation,
-    commit_candidates,
-    commit_recipe,
-    commit_version,
-    max_steps,
-    parse_predicate,
-    parse_selector,
-    pick,
-    release_candidates,
-    request_metrics,
-    run_bisect,
-    search,
-    select_cells,
-    wheel_for,
-)
+from orchestrator.bisect import BisectError, BisectRequest, run_bisect
+from orchestrator.bisect.commits import DEFAULT_WHEEL_URL, commit_candidates, commit_recipe, commit_version, wheel_for
+from orchestrator.bisect.evaluate import request_metrics
+from orchestrator.bisect.predicate import Observation, parse_predicate
+from orchestrator.bisect.releases import release_candidates
+from orchestrator.bisect.search import max_steps, pick, search
+from orchestrator.bisect.selector import parse_selector, select_cells
 from orchestrator.cells import EngineRecipe, Grade, RunOutcome
 from orchestrator.matrix import expand
 from orchestrator.scheduler import SweepResult

@@ -24,7 +24,8 @@ import typer
 from typer.testing import CliRunner
 
 from db.store import Store
-from orchestrator.bisect import BisectRequest, max_steps, run_bisect
+from orchestrator.bisect import BisectRequest, run_bisect
+from orchestrator.bisect.search import max_steps
 
 pytestmark = pytest.mark.engine
 

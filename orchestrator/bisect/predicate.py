@@ -1,0 +1,134 @@
+"""What makes a bisect step bad: the predicate grammar, and the observation it judges.
+
+The bottom of the package: it imports nothing from the rest of it but its errors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orchestrator.bisect.errors import BisectError
+
+Answer = Literal["good", "bad", "skip"]
+
+STATUSES = ("ok", "startup_failed", "crashed", "timeout", "invalid")
+VERDICTS = ("clean", "degraded", "unexercised", "corrupt", "crashed", "startup_failed", "timeout", "invalid", "ungraded",
+            "control")
+# Old verdict names a predicate may still use; stored grades read back under the new one.
+VERDICT_ALIASES = {"divergent": "corrupt"}
+METRICS = ("decode_tps", "ttft_s", "e2e_s")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one engine version did on the selected cell (from its stored run)."""
+
+    candidate: str
+    status: str | None = None
+    verdict: str | None = None
+    signature: str | None = None
+    run_id: int | None = None
+    seconds: float | None = None  # the run's own wall time, as recorded
+    reused: bool = False  # the run was already in the results DB: no engine started now
+    metrics: dict[str, float] = field(default_factory=dict)
+    unavailable: str | None = None  # set when the version could not be run at all
+    never_ready: bool = False  # timed out before the engine answered its health check
+
+
+_EQ = re.compile(r"^\s*(verdict|status)\s*(==|!=)\s*([a-z_]+)\s*$")
+_NUM = r"(\d+(?:\.\d*)?|\.\d+)"
+_METRIC = re.compile(
+    rf"^\s*({'|'.join(METRICS)})\s*(<=|>=|<|>)\s*"
+    rf"(?:{_NUM}\s*\*\s*good|good\s*\*\s*{_NUM}|(good)|{_NUM})\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """What makes a step *bad*. Parsed from text by a tiny grammar, never ``eval``.
+
+    ``verdict (==|!=) NAME``, ``status (==|!=) NAME``, or ``METRIC (<|<=|>|>=) RHS``
+    where RHS is a number, ``F * good`` or ``good * F`` (``good``: the metric measured
+    on the good endpoint, so "10 % slower than the good release" is
+    ``decode_tps < 0.9 * good``).
+    """
+
+    text: str
+    kind: Literal["verdict", "status", "metric"]
+    op: str
+    value: str | float  # verdict/status name, or the number (absolute, or factor of good)
+    relative: bool = False
+    metric: str | None = None
+
+    @property
+    def names_failure(self) -> bool:
+        """Whether the predicate itself is about an engine that failed to build or start.
+
+        Only then is a ``startup_failed`` step an answer (``status == startup_failed``,
+        ``status != ok``); otherwise it is a skip: the version cannot be tested for this
+        question (a verdict or a metric), like ``git bisect skip``.
+        """
+        if self.kind == "status":
+            return (self.op == "==") == (self.value == "startup_failed")
+        return self.kind == "verdict" and self.op == "==" and self.value == "startup_failed"
+
+    def judge(self, obs: Observation, good_ref: float | None = None) -> tuple[Answer, str]:
+        """good/bad/skip for one observation, with the reason shown in the steps table."""
+        if obs.unavailable:
+            return "skip", obs.unavailable
+        if obs.status == "startup_failed" and not self.names_failure:
+            return "skip", f"startup_failed: {obs.signature or ''}".strip().rstrip(":")
+        if obs.never_ready and not (self.kind == "status" and (self.value == "timeout" or self.names_failure)):
+            # An engine that never got ready (a loaded machine, a slow start) has not
+            # answered whether it crashes, diverges or is slow: judging it "good" for
+            # `status == crashed` would point the search the wrong way.
+            return "skip", "timeout before the engine was ready"
+        if obs.status == "invalid" and self.value != "invalid":
+            # The knobs break a geometry rule on every version: nothing to learn here.
+            return "skip", f"invalid: {obs.signature or ''}".strip().rstrip(":")
+        if self.kind in ("verdict", "status"):
+            got = obs.verdict if self.kind == "verdict" else obs.status
+            if self.kind == "verdict" and got is None:
+                return "skip", f"not graded (status {obs.status})"
+            if self.kind == "verdict" and got == "ungraded" and self.value != "ungraded":
+                return "skip", "ungraded: its control did not run ok"
+            hit = (got == self.value) if self.op == "==" else (got != self.value)
+            return ("bad" if hit else "good"), f"{self.kind} {got}"
+        assert self.metric is not None
+        if obs.status != "ok":
+            return "skip", f"no {self.metric}: status {obs.status}"
+        got_value = obs.metrics.get(self.metric)
+        if got_value is None:
+            return "skip", f"no {self.metric} measured"
+        if self.relative:
+            if good_ref is None:
+                return "skip", f"no {self.metric} on the good end to compare with"
+            bound = float(self.value) * good_ref
+        else:
+            bound = float(self.value)
+        hit = {"<": got_value < bound, "<=": got_value <= bound, ">": got_value > bound,
+               ">=": got_value >= bound}[self.op]
+        return ("bad" if hit else "good"), f"{self.metric} {got_value:.3g} ({self.op} {bound:.3g}: {hit})"
+
+
+def parse_predicate(text: str) -> Predicate:
+    if m := _EQ.match(text):
+        kind, op, value = m.groups()
+        if kind == "verdict":
+            value = VERDICT_ALIASES.get(value, value)
+        allowed = VERDICTS if kind == "verdict" else STATUSES
+        if value not in allowed:
+            raise BisectError(f"--predicate: unknown {kind} '{value}' (known: {', '.join(allowed)})")
+        return Predicate(text.strip(), kind, op, value)  # type: ignore[arg-type]
+    if m := _METRIC.match(text):
+        metric, op, left_factor, right_factor, bare_good, number = m.groups()
+        if number is not None:
+            return Predicate(text.strip(), "metric", op, float(number), relative=False, metric=metric)
+        factor = float(left_factor or right_factor or 1.0) if not bare_good else 1.0
+        return Predicate(text.strip(), "metric", op, factor, relative=True, metric=metric)
+    raise BisectError(
+        f"--predicate: cannot read '{text}'; use `verdict != clean`, `status == crashed` "
+        f"or `METRIC < 0.9 * good` with METRIC one of {', '.join(METRICS)}"
+    )
