@@ -1,6 +1,8 @@
 """What makes a bisect step bad: the predicate grammar, and the observation it judges.
 
-The bottom of the package: it imports nothing from the rest of it but its errors.
+The bottom of the package: it imports nothing from the rest of it but its errors. The
+status and verdict names are the cells' (:mod:`orchestrator.cells`), the legacy verdict
+names the results DB's (:data:`db.reads.LEGACY_VERDICTS`).
 """
 
 from __future__ import annotations
@@ -9,15 +11,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from db.reads import LEGACY_VERDICTS
 from orchestrator.bisect.errors import BisectError
+from orchestrator.cells import STATUSES, VERDICTS
 
 Answer = Literal["good", "bad", "skip"]
 
-STATUSES = ("ok", "startup_failed", "crashed", "timeout", "invalid")
-VERDICTS = ("clean", "degraded", "unexercised", "corrupt", "crashed", "startup_failed", "timeout", "invalid", "ungraded",
-            "control")
-# Old verdict names a predicate may still use; stored grades read back under the new one.
-VERDICT_ALIASES = {"divergent": "corrupt"}
 METRICS = ("decode_tps", "ttft_s", "e2e_s")
 
 
@@ -116,8 +115,8 @@ class Predicate:
 def parse_predicate(text: str) -> Predicate:
     if m := _EQ.match(text):
         kind, op, value = m.groups()
-        if kind == "verdict":
-            value = VERDICT_ALIASES.get(value, value)
+        if kind == "verdict":  # an old verdict name reads as the new one, as stored grades do
+            value = LEGACY_VERDICTS.get(value, value)
         allowed = VERDICTS if kind == "verdict" else STATUSES
         if value not in allowed:
             raise BisectError(f"--predicate: unknown {kind} '{value}' (known: {', '.join(allowed)})")
