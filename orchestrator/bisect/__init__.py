@@ -2,7 +2,7 @@
 
 One module per step, imported one way (each only from those above it here):
 
-- :mod:`.errors`: :class:`BisectError`;
+- :mod:`.errors`: :class:`BisectError`, and :class:`BisectInputError` for a wrong input;
 - :mod:`.predicate`: what makes a step bad, and the :class:`Observation` it judges;
 - :mod:`.search`: the engine-free search (endpoints, then binary, with skips);
 - :mod:`.releases`, :mod:`.commits`: the candidates (PyPI releases; a clone's commits and their wheels);
@@ -15,9 +15,9 @@ Text for the terminal (tables, progress, which flag an error is about) is the CL
 :mod:`orchestrator.cli_bisect`.
 """
 
-from orchestrator.bisect.errors import BisectError
+from orchestrator.bisect.errors import BisectError, BisectInputError
 from orchestrator.bisect.report import BisectReport
 from orchestrator.bisect.run import BisectRequest, run_bisect
 from orchestrator.bisect.search import Step
 
-__all__ = ["BisectError", "BisectReport", "BisectRequest", "Step", "run_bisect"]
+__all__ = ["BisectError", "BisectInputError", "BisectReport", "BisectRequest", "Step", "run_bisect"]

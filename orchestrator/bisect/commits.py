@@ -9,7 +9,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from images.recipe import wheel_path
-from orchestrator.bisect.errors import BisectError
+from orchestrator.bisect.errors import BisectError, BisectInputError
 from orchestrator.cells import EngineRecipe
 
 # vLLM's per-commit wheel of a main-branch commit (CUDA build), under the fixed
@@ -31,7 +31,7 @@ def resolve_ref(repo: Path, ref: str, role: str) -> str:
         out = git(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
         if out.returncode == 0:
             return out.stdout.strip()
-    raise BisectError(f"--{role}: no tag or commit '{ref}' in {repo}")
+    raise BisectInputError("{" + role + "}: no tag or commit '{ref}' in {path}", ref=ref, path=repo)
 
 
 def commit_candidates(repo: Path, good: str, bad: str, *, find_fix: bool = False) -> list[str]:
@@ -42,23 +42,26 @@ def commit_candidates(repo: Path, good: str, bad: str, *, find_fix: bool = False
     candidates.
     """
     if not (repo / ".git").exists() and git(repo, "rev-parse", "--git-dir").returncode != 0:
-        raise BisectError(f"--repo: {repo} is not a git clone")
+        raise BisectInputError("{repo}: {path} is not a git clone", path=repo)
     typed = {"good": good, "bad": bad}
     ends = {"good": resolve_ref(repo, good, "good"), "bad": resolve_ref(repo, bad, "bad")}
     if ends["good"] == ends["bad"]:
-        raise BisectError(f"--good and --bad are the same commit ({ends['good'][:12]}): nothing to bisect")
+        raise BisectInputError("{good} and {bad} are the same commit ({commit}): nothing to bisect",
+                               commit=ends["good"][:12])
     old_role, new_role = ("bad", "good") if find_fix else ("good", "bad")
     old, new = ends[old_role], ends[new_role]
     if git(repo, "merge-base", "--is-ancestor", old, new).returncode != 0:
-        hint = " (to find a fix, add --find-fix)" if not find_fix and \
+        hint = " (to find a fix, add {find_fix})" if not find_fix and \
             git(repo, "merge-base", "--is-ancestor", new, old).returncode == 0 else ""
-        raise BisectError(f"--{old_role} {typed[old_role]} is not an ancestor of --{new_role} {typed[new_role]}{hint}")
+        raise BisectInputError("{" + old_role + "} {old} is not an ancestor of {" + new_role + "} {new}" + hint,
+                               old=typed[old_role], new=typed[new_role])
     out = git(repo, "rev-list", "--first-parent", "--reverse", f"{old}..{new}")
     if out.returncode != 0:
         raise BisectError(f"git rev-list failed in {repo}: {out.stderr.strip().splitlines()[-1:]}")
     after = out.stdout.split()
     if not after or after[-1] != new:
-        raise BisectError(f"--{new_role} is not on the first-parent line after --{old_role} in {repo}")
+        raise BisectInputError("{" + new_role + "} is not on the first-parent line after {" + old_role + "} in {path}",
+                               path=repo)
     return [old, *after]
 
 
@@ -66,7 +69,7 @@ def commit_version(repo: Path, commit: str, fallback: str) -> str:
     """The release a commit builds on: its newest reachable ``vX.Y.Z`` tag, without the ``v``.
 
     ``fallback`` (the matrix's engine version) when no such tag is reachable. It fills
-    the ``{version}`` placeholder of ``--wheel-url`` and is the version engine flags are
+    the ``{version}`` placeholder of ``wheel_url`` and is the version engine flags are
     chosen for (they depend on the release line, engine_args.py).
     """
     out = git(repo, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", commit)
@@ -93,8 +96,8 @@ def wheel_for(commit: str, wheel_url: str | None, version: str = "") -> str | No
         try:
             where = location.format(commit=commit, version=version)
         except (KeyError, IndexError, ValueError) as exc:
-            raise BisectError(f"--wheel-url: '{location}': only {{commit}} and {{version}} can be filled in "
-                              f"({type(exc).__name__}: {exc})") from None
+            raise BisectInputError("{wheel_url}: '{location}': only {{commit}} and {{version}} can be filled in "
+                                   "({error})", location=location, error=f"{type(exc).__name__}: {exc}") from None
         local = wheel_path(where)
         if local is None:
             return where
@@ -104,7 +107,8 @@ def wheel_for(commit: str, wheel_url: str | None, version: str = "") -> str | No
         return where if local.is_file() else None
     folder = Path(location).expanduser()
     if not folder.is_dir():
-        raise BisectError(f"--wheel-url: '{location}' is neither a template with {{commit}} nor a folder")
+        raise BisectInputError("{wheel_url}: '{location}' is neither a template with {{commit}} nor a folder",
+                               location=location)
     nested = sorted((folder / commit).glob("*.whl"))
     if nested:
         return str(nested[0].resolve())

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from db.reads import LEGACY_VERDICTS
-from orchestrator.bisect.errors import BisectError
+from orchestrator.bisect.errors import BisectInputError
 from orchestrator.cells import STATUSES, VERDICTS
 
 Answer = Literal["good", "bad", "skip"]
@@ -119,7 +119,8 @@ def parse_predicate(text: str) -> Predicate:
             value = LEGACY_VERDICTS.get(value, value)
         allowed = VERDICTS if kind == "verdict" else STATUSES
         if value not in allowed:
-            raise BisectError(f"--predicate: unknown {kind} '{value}' (known: {', '.join(allowed)})")
+            raise BisectInputError("{predicate}: unknown {kind} '{value}' (known: {known})", kind=kind, value=value,
+                                   known=", ".join(allowed))
         return Predicate(text.strip(), kind, op, value)  # type: ignore[arg-type]
     if m := _METRIC.match(text):
         metric, op, left_factor, right_factor, bare_good, number = m.groups()
@@ -127,7 +128,7 @@ def parse_predicate(text: str) -> Predicate:
             return Predicate(text.strip(), "metric", op, float(number), relative=False, metric=metric)
         factor = float(left_factor or right_factor or 1.0) if not bare_good else 1.0
         return Predicate(text.strip(), "metric", op, factor, relative=True, metric=metric)
-    raise BisectError(
-        f"--predicate: cannot read '{text}'; use `verdict != clean`, `status == crashed` "
-        f"or `METRIC < 0.9 * good` with METRIC one of {', '.join(METRICS)}"
+    raise BisectInputError(
+        "{predicate}: cannot read '{text}'; use `verdict != clean`, `status == crashed` "
+        "or `METRIC < 0.9 * good` with METRIC one of {metrics}", text=text, metrics=", ".join(METRICS)
     )

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
-from orchestrator.bisect.errors import BisectError
+from orchestrator.bisect.errors import BisectError, BisectInputError
 
 
 def _version(text: str, role: str) -> Version:
     try:
         return Version(text.removeprefix("v"))
     except InvalidVersion:
-        raise BisectError(f"--{role}: '{text}' is not a version number") from None
+        raise BisectInputError("{" + role + "}: '{text}' is not a version number", text=text) from None
 
 
 def release_candidates(
@@ -37,17 +37,18 @@ def release_candidates(
         match = next((k for k in known if k == v), None)
         if match is None:
             close = ", ".join(nearby(str(v), known))
-            raise BisectError(f"--{role}: {distribution} has no release {text} (nearby: {close})")
+            raise BisectInputError("{" + role + "}: {distribution} has no release {text} (nearby: {close})",
+                                   distribution=distribution, text=text, close=close)
         ends[role] = match
     if ends["good"] == ends["bad"]:
-        raise BisectError(f"--good and --bad are the same release ({ends['good']}): nothing to bisect")
+        raise BisectInputError("{good} and {bad} are the same release ({release}): nothing to bisect",
+                               release=ends["good"])
     if not find_fix and ends["good"] > ends["bad"]:
-        raise BisectError(
-            f"--good {ends['good']} is newer than --bad {ends['bad']}: "
-            "to find the release that fixed it, add --find-fix"
-        )
+        raise BisectInputError("{good} {good_end} is newer than {bad} {bad_end}: to find the release that fixed it, "
+                               "add {find_fix}", good_end=ends["good"], bad_end=ends["bad"])
     if find_fix and ends["bad"] > ends["good"]:
-        raise BisectError(f"--find-fix: --bad {ends['bad']} must be older than --good {ends['good']}")
+        raise BisectInputError("{find_fix}: {bad} {bad_end} must be older than {good} {good_end}",
+                               good_end=ends["good"], bad_end=ends["bad"])
     old, new = (ends["bad"], ends["good"]) if find_fix else (ends["good"], ends["bad"])
     between = [k for k in known if old < k < new and (pre or not (k.is_prerelease or k.is_devrelease))]
     return [str(v) for v in [old, *sorted(between), new]]

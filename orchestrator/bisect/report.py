@@ -42,7 +42,7 @@ class Neighbour:
 
     commit: str
     subject: str
-    role: str  # "last good", "first bad", "untested", "" (context), "last bad"/"first good" with --find-fix
+    role: str  # "last good", "first bad", "untested", "" (context), "last bad"/"first good" with find_fix
     answer: Answer | None  # how its step was judged; None: not tested
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from packaging.version import Version
 
 from orchestrator.bisect.commits import DEFAULT_WHEEL_URL, commit_candidates, commit_recipe, commit_version, wheel_for
-from orchestrator.bisect.errors import BisectError
+from orchestrator.bisect.errors import BisectError, BisectInputError
 from orchestrator.bisect.evaluate import Phase, SweepEvaluator
 from orchestrator.bisect.predicate import Observation, parse_predicate
 from orchestrator.bisect.releases import release_candidates
@@ -79,7 +79,8 @@ def run_bisect(
 ) -> BisectReport:
     """Check the input, list candidates, then search with real cell runs.
 
-    Every user mistake raises :class:`BisectError` before any engine starts.
+    Every user mistake raises :class:`BisectError` before any engine starts; one about an
+    input is a :class:`BisectInputError` naming that input by its field here.
     """
     from orchestrator.matrix import expand
     from orchestrator.spec import load_spec
@@ -105,15 +106,15 @@ def run_bisect(
     if req.repo is None:
         mode: Literal["release", "commit"] = "release"
         if req.wheel_url:
-            raise BisectError("--wheel-url only applies to commit mode (--repo)")
+            raise BisectInputError("{wheel_url} only applies to commit mode ({repo})")
         candidates = release_candidates(distribution, req.good, req.bad, find_fix=req.find_fix, pre=req.pre,
                                         known=known_releases)
         cells_for = release_cells
     else:
         mode = "commit"
         if engine.accelerator == "cpu" and req.wheel_url is None:
-            raise BisectError("vLLM's per-commit CPU wheels have no guessable file name: pass --wheel-url with a "
-                              "wheelhouse folder or a template with {commit} (docs/BISECT.md, 'Commit mode')")
+            raise BisectInputError("vLLM's per-commit CPU wheels have no guessable file name: pass {wheel_url} with "
+                                   "a wheelhouse folder or a template with {{commit}} (docs/BISECT.md, 'Commit mode')")
         repo = req.repo.expanduser()
         candidates = commit_candidates(repo, req.good, req.bad, find_fix=req.find_fix)
         base_cell, base_control = release_cells(engine.vllm)
@@ -128,7 +129,7 @@ def run_bisect(
             recipe = commit_recipe(base_cell.engine, commit, wheel, versions[commit])
             return rebase_cells(base_cell, base_control, recipe)
 
-        wheel_for(candidates[0], req.wheel_url, "")  # a malformed --wheel-url fails before any step
+        wheel_for(candidates[0], req.wheel_url, "")  # a malformed wheel_url fails before any step
 
     # The selector must name one cell before anything runs (commit mode: even without a wheel).
     try:

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from orchestrator.bisect.errors import BisectError
+from orchestrator.bisect.errors import BisectError, BisectInputError
 from orchestrator.bisect.predicate import Answer, Observation, Predicate
 
 
@@ -138,13 +138,14 @@ def search(
     for index, answer, why, want in ((lo, ans_lo, why_lo, old_answer), (hi, ans_hi, why_hi, new_answer)):
         role = ("bad" if find_fix else "good") if index == lo else ("good" if find_fix else "bad")
         if answer == "skip":
-            raise BisectError(f"the {role} end {cands[index]} could not be tested ({why}); pick another --{role}")
+            raise BisectInputError("the {role} end {end} could not be tested ({why}); pick another {" + role + "}",
+                                   role=role, end=cands[index], why=why)
         if answer != want:
             further = "an older" if index == lo else "a newer"
-            raise BisectError(
-                f"the {role} end {cands[index]} is actually {answer} ({why}; predicate `{predicate.text}`): "
-                f"the ends behave alike; pick {further} --{role} or check --cell/--predicate"
-            )
+            raise BisectInputError(
+                "the {role} end {end} is actually {answer} ({why}; predicate `{text}`): "
+                "the ends behave alike; pick {further} {" + role + "} or check {cell}/{predicate}",
+                role=role, end=cands[index], answer=answer, why=why, text=predicate.text, further=further)
 
     skipped: set[int] = set()
     is_ready = (lambda k: ready(cands[k])) if ready else None

@@ -10,7 +10,7 @@ from dataclasses import replace
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
-from orchestrator.bisect.errors import BisectError
+from orchestrator.bisect.errors import BisectInputError
 from orchestrator.cells import Cell, EngineRecipe
 from orchestrator.spec import KNOB_NAMES, EngineSpec, Knobs, MatrixSpec
 
@@ -36,7 +36,8 @@ def _knob_value(name: str, text: str) -> Any:
         try:
             return {"method": method, **({"num_speculative_tokens": int(k)} if k else {})}
         except ValueError:
-            raise BisectError(f"--cell: speculative={text}: expected METHOD or METHOD:TOKENS, e.g. mtp:2") from None
+            raise BisectInputError("{cell}: speculative={text}: expected METHOD or METHOD:TOKENS, e.g. mtp:2",
+                                   text=text) from None
     if name == "extra_args":
         return text.split()
     kind = _knob_type(name)
@@ -47,12 +48,12 @@ def _knob_value(name: str, text: str) -> Any:
             return True
         if text.lower() in _FALSE:
             return False
-        raise BisectError(f"--cell: {name}={text}: expected on/off/true/false")
+        raise BisectInputError("{cell}: {name}={text}: expected on/off/true/false", name=name, text=text)
     if kind is int:
         try:
             return int(text)
         except ValueError:
-            raise BisectError(f"--cell: {name}={text}: expected an integer") from None
+            raise BisectInputError("{cell}: {name}={text}: expected an integer", name=name, text=text) from None
     return text
 
 
@@ -67,15 +68,16 @@ def parse_selector(text: str) -> dict[str, Any]:
         name, eq, value = part.partition("=")
         name = name.strip()
         if not eq:
-            raise BisectError(f"--cell: '{part}' is not KNOB=VALUE")
+            raise BisectInputError("{cell}: '{part}' is not KNOB=VALUE", part=part)
         if name in KNOB_NAMES:
             filters[name] = _knob_value(name, value)
         elif name in ("workload", *_ENGINE_KEYS):
             filters[name] = value.strip()
         else:
-            raise BisectError(f"--cell: unknown knob '{name}' (known: {', '.join(KNOB_NAMES)}, workload)")
+            raise BisectInputError("{cell}: unknown knob '{name}' (known: {known}, workload)", name=name,
+                                   known=", ".join(KNOB_NAMES))
     if not filters:
-        raise BisectError("--cell: empty selector; name knobs, e.g. prefix_caching=on,speculative=mtp")
+        raise BisectInputError("{cell}: empty selector; name knobs, e.g. prefix_caching=on,speculative=mtp")
     return filters
 
 
@@ -101,12 +103,12 @@ def base_engine(spec: MatrixSpec, filters: dict[str, Any]) -> EngineSpec:
     engines = [e for e in spec.engines
                if all(str(getattr(e, k)) == filters[k] for k in _ENGINE_KEYS if k in filters)]
     if not engines:
-        raise BisectError("--cell: no engine of the matrix has " +
-                          ", ".join(f"{k}={filters[k]}" for k in _ENGINE_KEYS if k in filters))
+        raise BisectInputError("{cell}: no engine of the matrix has {wanted}",
+                               wanted=", ".join(f"{k}={filters[k]}" for k in _ENGINE_KEYS if k in filters))
     kinds = {(e.accelerator, e.patches, e.lmcache) for e in engines}
     if len(kinds) > 1:
-        raise BisectError("--cell: the matrix's engines differ in accelerator/patches/lmcache; "
-                          "name one with patches=NAME, lmcache=VERSION or accelerator=cpu|cuda")
+        raise BisectInputError("{cell}: the matrix's engines differ in accelerator/patches/lmcache; "
+                               "name one with patches=NAME, lmcache=VERSION or accelerator=cpu|cuda")
     return engines[0]
 
 
@@ -126,8 +128,8 @@ def select_cells(plan_cells: list[Cell], filters: dict[str, Any]) -> tuple[Cell,
     if len(chosen) != 1:
         shown = "; ".join(f"{describe_knobs(c.knobs)} [{c.workload.get('name')}]" for c in (chosen or plan_cells))
         what = "no cell" if not chosen else f"{len(chosen)} cells"
-        raise BisectError(f"--cell matches {what} of the matrix ({'have' if not chosen else 'matches'}: {shown}); "
-                          "name more knobs")
+        raise BisectInputError("{cell} matches {what} of the matrix ({listed}: {shown}); name more knobs",
+                               what=what, listed="have" if not chosen else "matches", shown=shown)
     cell = chosen[0]
     control = next((c for c in plan_cells if c.id == cell.control_id), None)
     return cell, control
