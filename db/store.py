@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
 from sqlalchemy.orm import Session, sessionmaker
 
 from db.models import CellRow, GradeRow, MetricRow, NoiseFloorRow, RequestRow, Run, RunSampleRow, Sweep, SweepCell
@@ -110,7 +110,8 @@ class Store:
         ``pg`` extra) are tested; a URL that cannot be used raises :class:`StoreError`.
         """
         url = _to_url(url_or_path)
-        shown = url.render_as_string(hide_password=True)
+        # A file is named as the user gave it; a URL without its password.
+        shown = url.render_as_string(hide_password=True) if "://" in str(url_or_path) else str(url_or_path)
         try:
             engine = create_engine(url)
         except (ArgumentError, ImportError, NoSuchModuleError) as exc:
@@ -124,7 +125,7 @@ class Store:
                 from alembic import command
 
                 command.upgrade(alembic_config(url), "head")
-        except OperationalError as exc:
+        except DatabaseError as exc:  # OperationalError, and "file is not a database" (a foreign file)
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc).splitlines()[0]
             raise StoreError(f"--db {shown}: cannot open the database: {reason}") from None
         return cls(engine)

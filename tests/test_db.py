@@ -153,6 +153,21 @@ def test_unusable_urls_are_one_line_errors(tmp_path: Path) -> None:
         Store.open("postgresql://nobody@127.0.0.1:1/vmatrix")  # nothing listens on port 1
 
 
+def test_a_foreign_file_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    foreign = tmp_path / "notes.db"
+    foreign.write_bytes(b"these are not the results you are looking for\n" * 100)
+    with pytest.raises(StoreError, match=f"^--db {foreign}: cannot open the database: file is not a database$"):
+        Store.open(foreign)
+    for argv in (["results", "ls"], ["results", "table"]):
+        out = CliRunner().invoke(app, [*argv, "--db", str(foreign)])
+        assert out.exit_code != 0 and out.output.strip().splitlines() == [
+            f"error: --db {foreign}: cannot open the database: file is not a database"], out.output
+
+
 def test_add_cell_is_idempotent(store: Store, sweep: int) -> None:
     control = make_cell(OLD, control_id=None)
     cell = make_cell(NEW, control_id=control.id, prefix_caching=True)
