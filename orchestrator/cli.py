@@ -69,21 +69,40 @@ def _cell_row(cell, role: str) -> list[str]:
     return [cell.id, role, cell.engine.label, describe_knobs(cell.knobs), cell.workload["name"], cell.control_id or "-"]
 
 
+def _recorded(db: str | None, cell_ids: list[str]) -> dict[str, str] | None:
+    """Each cell's newest recorded verdict (or status) in the results at ``db``; None when
+    there are none yet: planning never creates a results file."""
+    from orchestrator.paths import default_db
+
+    target = db or str(default_db())
+    if "://" not in target and not Path(target).exists():
+        return None
+    store = open_store(target)
+    found: dict[str, str] = {}
+    for cell_id in cell_ids:
+        if (run := store.latest_run(cell_id)) is not None:
+            grade = store.latest_grade(run.id)
+            found[cell_id] = f"run {run.id}: {grade.verdict if grade else run.status}"
+    return found
+
+
 @sweep_app.command("plan")
-def sweep_plan(matrix: Path, engine: EngineOpt = None, controls_only: ControlsOpt = False) -> None:
-    """Print the expanded cells of MATRIX without running anything."""
+def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, controls_only: ControlsOpt = False) -> None:
+    """Print the expanded cells of MATRIX without running anything, and what the results
+    already hold for each (`sweep run` skips those; --rerun runs them again)."""
     from orchestrator.geometry import violations
 
     plan = _plan(matrix, engine, controls_only)
+    recorded = _recorded(db, [c.id for c in plan.cells])
     table = Table(title=f"{plan.spec.name}: {len(plan.cells)} cells ({len(plan.controls)} controls)")
-    for col in ("cell", "role", "engine", "knobs", "workload", "graded against"):
+    for col in ("cell", "role", "engine", "knobs", "workload", "graded against", *(["recorded"] if recorded else [])):
         table.add_column(col)
     for cell in plan.cells:
         role = "control" if cell.is_control else "cell"
         if broken := violations(cell.engine, cell.knobs):
             # Shown before running: such a cell is recorded `invalid` unless run_invalid is set.
             role += f" (invalid: {broken[0].rule}{', run anyway' if plan.spec.run_invalid else ''})"
-        table.add_row(*_cell_row(cell, role))
+        table.add_row(*_cell_row(cell, role), *([recorded.get(cell.id, "-")] if recorded else []))
     console.print(table)
 
 

@@ -18,6 +18,36 @@ def test_plan_prints_cells_without_running_anything() -> None:
     assert "4 cells (1 controls)" in result.output
 
 
+def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_path: Path) -> None:
+    """Hand-recorded run (no engine): `sweep plan --db` shows each cell's newest verdict,
+    so a user sees what `sweep run` would skip; a results file that is not there stays so."""
+    import time
+
+    from db.store import Store
+    from jobs.records import Transcript
+    from orchestrator.cells import Grade, RunOutcome
+    from orchestrator.matrix import expand
+    from orchestrator.spec import load_spec
+
+    missing = tmp_path / "none.db"
+    result = runner.invoke(app, ["sweep", "plan", str(QUICKSTART), "--db", str(missing)])
+    assert result.exit_code == 0 and "recorded" not in result.output and not missing.exists()
+
+    plan = expand(load_spec(QUICKSTART, check_index=False), str(QUICKSTART))
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    sweep = store.create_sweep("q", str(QUICKSTART), QUICKSTART.read_text())
+    cell = plan.cells[1]
+    store.add_cell(sweep, cell)
+    run = store.record_run(sweep, RunOutcome(cell.id, "ok", time.time(), time.time(), transcript=Transcript()))
+    store.record_grade(run, Grade("clean", "hand-written"))
+    store.close()
+    result = runner.invoke(app, ["sweep", "plan", str(QUICKSTART), "--db", str(db)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if cell.id in line and "cell " in line)
+    assert f"run {run}: clean" in row
+
+
 def test_bad_matrix_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(QUICKSTART.read_text().replace("prefix_caching: [", "prefix_cachng: ["))
