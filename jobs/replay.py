@@ -182,7 +182,7 @@ async def send(
     clock = StreamClock()
     text: list[str] = []
     try:
-        async with client.post(url, data=content, headers=_JSON) as resp:
+        async with await _post(client, url, content) as resp:
             if resp.status != 200:
                 detail = (await resp.read()).decode(errors="replace")[:500]
                 rec.error = f"HTTP {resp.status}: {_error_message(detail)}"
@@ -220,8 +220,31 @@ async def send(
 CLIENT_ERRORS = (aiohttp.ClientError, TimeoutError)
 
 
+async def _post(client: aiohttp.ClientSession, url: URL, content: bytes) -> aiohttp.ClientResponse:
+    """POST, sent once more on a fresh connection when the first went down before any answer.
+
+    A keep-alive connection the server closed while idle can be taken for the next
+    request before the client has read the close (aiohttp retries only idempotent
+    methods then, RFC 9112 9.3.1); nothing of that request was answered, so it goes
+    again. aiohttp does not say whether the connection was a reused one, so a fresh one
+    that dropped the request unanswered is tried twice too; a refused connection
+    (``ClientConnectorError``) is not sent again.
+    """
+    try:
+        return await client.post(url, data=content, headers=_JSON)
+    except aiohttp.ClientConnectorError:
+        raise
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+        return await client.post(url, data=content, headers=_JSON)
+
+
 def _failure(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    """``Name: what happened`` on one line, without the URL that aiohttp's
+    ``ClientResponseError`` names: the engine's port differs from cell to cell, and the
+    same failure should read the same (it can become the cell's signature)."""
+    detail = exc.message if isinstance(exc, aiohttp.ClientResponseError) else str(exc)
+    detail = " ".join(detail.split())
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 _JSON = {"content-type": "application/json"}
@@ -238,7 +261,7 @@ async def _prompt_ids(client: aiohttp.ClientSession, base_url: str, model: str, 
     (and ``rec.error`` set) when the engine would not tokenize them."""
     body = {"model": model, "messages": req.chat_messages(), "add_generation_prompt": True}
     try:
-        async with client.post(_url(base_url, "/tokenize"), data=json.dumps(body).encode(), headers=_JSON) as resp:
+        async with await _post(client, _url(base_url, "/tokenize"), json.dumps(body).encode()) as resp:
             answer = await resp.read()
             status = resp.status
     except CLIENT_ERRORS as exc:
