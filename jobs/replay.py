@@ -24,7 +24,7 @@ replay compares each phase's answers as they arrive, with the grader's own
 :func:`jobs.grade.first_divergence`, and stops sending once enough of them diverge at
 a clear margin; the requests it never sent are listed as skipped.
 
-The client is aiohttp: one ``aiohttp.ClientSession`` per engine life (:func:`_client`),
+The client is aiohttp: one ``aiohttp.ClientSession`` per engine life (:func:`client_session`),
 at most :data:`MAX_CONNECTIONS` keep-alive connections, ``timeout_s`` for connecting and
 for each wait on the socket. ``send`` reads the stream's bytes as they arrive and splits
 the SSE lines itself (LF or CRLF), each ``data:`` line parsed with ``json.loads`` into
@@ -37,14 +37,12 @@ docs/BENCHMARKS.md, "Replay client overhead".
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
-from yarl import URL
 
 from jobs.grade import first_divergence
 from jobs.metrics import delta, scrape
@@ -151,8 +149,7 @@ def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamC
 
 async def send(
     client: aiohttp.ClientSession, base_url: str, model: str, req: ReplayRequest, max_tokens: int,
-    top_logprobs: int,
-    api: Api = "chat", end_tokens: frozenset[int] = frozenset(),
+    top_logprobs: int, api: Api = "chat", end_tokens: frozenset[int] = frozenset(),
 ) -> RequestRecord:
     """One request, streamed; with ``api="completions"`` the prompt's token ids come from the
     engine's ``/tokenize`` first, and TTFT and end-to-end time count from the completion
@@ -169,13 +166,13 @@ async def send(
         "stream_options": {"include_usage": True},
     }
     if api == "chat":
-        url = _url(base_url, "/v1/chat/completions")
+        url = f"{base_url}/v1/chat/completions"
         body = {**common, "messages": req.chat_messages(), "logprobs": True, "top_logprobs": top_logprobs}
     else:
         prompt = await _prompt_ids(client, base_url, model, req, rec)
         if prompt is None:
             return rec
-        url = _url(base_url, "/v1/completions")
+        url = f"{base_url}/v1/completions"
         body = {**common, "prompt": prompt, "logprobs": top_logprobs}
     content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     loads = json.loads
@@ -220,7 +217,7 @@ async def send(
 CLIENT_ERRORS = (aiohttp.ClientError, TimeoutError)
 
 
-async def _post(client: aiohttp.ClientSession, url: URL, content: bytes) -> aiohttp.ClientResponse:
+async def _post(client: aiohttp.ClientSession, url: str, content: bytes) -> aiohttp.ClientResponse:
     """POST, sent once more on a fresh connection when the first went down before any answer.
 
     A keep-alive connection the server closed while idle can be taken for the next
@@ -250,18 +247,13 @@ def _failure(exc: BaseException) -> str:
 _JSON = {"content-type": "application/json"}
 
 
-@functools.lru_cache(maxsize=64)
-def _url(base_url: str, path: str) -> URL:
-    return URL(f"{base_url}{path}")  # parsed once per engine address, not per request
-
-
 async def _prompt_ids(client: aiohttp.ClientSession, base_url: str, model: str, req: ReplayRequest,
                       rec: RequestRecord) -> list[int] | None:
     """The request's messages through the engine's own chat template, as token ids; None
     (and ``rec.error`` set) when the engine would not tokenize them."""
     body = {"model": model, "messages": req.chat_messages(), "add_generation_prompt": True}
     try:
-        async with await _post(client, _url(base_url, "/tokenize"), json.dumps(body).encode()) as resp:
+        async with await _post(client, f"{base_url}/tokenize", json.dumps(body).encode()) as resp:
             answer = await resp.read()
             status = resp.status
     except CLIENT_ERRORS as exc:
@@ -319,7 +311,7 @@ async def replay(
     diverged = 0
     phases = list(workload.phases)
     # One client per engine life: connections to a stopped engine are dead.
-    client = _client(timeout_s)
+    client = client_session(timeout_s)
     try:
         for n, (phase, requests) in enumerate(phases):
             if control is not None and diverged >= control.abort_after:
@@ -350,7 +342,7 @@ async def replay(
                 if on_phase:
                     on_phase(f"restarting after {phase}")
                 await client.close()
-                client = _client(timeout_s)
+                client = client_session(timeout_s)
                 if not await restart(phase):
                     break
                 restarts += 1
@@ -365,10 +357,11 @@ MAX_CONNECTIONS = 256  # requests in flight at once; more wait for a free connec
 KEEPALIVE_S = 4.0
 
 
-def _client(timeout_s: float) -> aiohttp.ClientSession:
-    """The replay's session: keep-alive, ``timeout_s`` to connect (a free connection
-    included) and for each read, no bound on a whole request (a long stream is fine while
-    it moves); cookies ignored. Open it inside the event loop that uses it."""
+def client_session(timeout_s: float) -> aiohttp.ClientSession:
+    """The session :func:`replay` opens for each engine life (and ``send`` takes): keep-alive,
+    ``timeout_s`` to connect (waiting for a free connection included) and for each read, no
+    bound on a whole request (a long stream is fine while it moves); cookies ignored. Open
+    it inside the event loop that uses it."""
     connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=0, keepalive_timeout=KEEPALIVE_S)
     timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_connect=timeout_s, sock_read=timeout_s)
     return aiohttp.ClientSession(connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar())

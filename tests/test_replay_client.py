@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from jobs.records import ControlReference, RequestRecord, Transcript
-from jobs.replay import _client, replay, send
+from jobs.replay import client_session, replay, send
 from jobs.workload import ReplayRequest, Workload
 
 _path = Path(__file__).parent.parent / "benchmarks" / "stub_stream_server.py"
@@ -35,7 +35,7 @@ REQ = ReplayRequest(key="s0/1", session="s0", turn=1, phase="turn-1",
 
 def _send(model: str, max_tokens: int = 6, top: int = 3, api: str = "chat", **server: float) -> RequestRecord:
     async def go() -> RequestRecord:
-        async with stub.StubServer(**server) as s, _client(10) as client:
+        async with stub.StubServer(**server) as s, client_session(10) as client:
             return await send(client, s.base_url, model, REQ, max_tokens, top, api)  # type: ignore[arg-type]
 
     return asyncio.run(go())
@@ -138,7 +138,7 @@ def test_connection_dropped_mid_stream_is_an_error_that_keeps_the_tokens_so_far(
 
 def test_a_refused_connection_is_the_requests_error_not_an_exception() -> None:
     async def go() -> tuple[RequestRecord, RequestRecord]:
-        async with _client(5) as client:
+        async with client_session(5) as client:
             chat = await send(client, _closed_port_url(), "stub", REQ, 4, 2)
             completion = await send(client, _closed_port_url(), "stub", REQ, 4, 2, "completions")
             return chat, completion
@@ -152,7 +152,7 @@ def test_a_refused_connection_is_the_requests_error_not_an_exception() -> None:
 def test_a_stalled_stream_times_out_as_the_requests_error() -> None:
     # The role chunk at once, the first token only after 5 s: past the 0.3 s per-read timeout.
     async def go() -> RequestRecord:
-        async with stub.StubServer(first_token_delay_s=5) as s, _client(0.3) as client:
+        async with stub.StubServer(first_token_delay_s=5) as s, client_session(0.3) as client:
             return await asyncio.wait_for(send(client, s.base_url, "stub", REQ, 4, 2), 10)
 
     rec = asyncio.run(go())
@@ -271,7 +271,7 @@ def test_the_answer_ends_at_the_first_end_token_and_the_expectation_travels() ->
     req = dataclasses.replace(REQ, expect=Expectation.exact("w0 w1 w2"))
 
     async def go(end_tokens: frozenset[int]) -> RequestRecord:
-        async with stub.StubServer() as s, _client(10) as client:
+        async with stub.StubServer() as s, client_session(10) as client:
             return await send(client, s.base_url, "stub", req, 6, 3, "chat", end_tokens)
 
     rec = asyncio.run(go(frozenset({end, 99999})))

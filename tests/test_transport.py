@@ -1,4 +1,4 @@
-"""The replay's HTTP layer (``jobs.replay._client``, aiohttp) on the wire, against a raw server.
+"""The replay's HTTP layer (``jobs.replay.client_session``, aiohttp) on the wire, against a raw server.
 
 Not an engine test: the server below speaks HTTP/1.1 bytes written per test (chunked
 in odd pieces, sized, malformed, silent, closing) and counts the TCP connections it
@@ -17,7 +17,7 @@ import pytest
 
 from jobs import replay as replay_mod
 from jobs.records import RequestRecord, Transcript
-from jobs.replay import _client, replay, send
+from jobs.replay import client_session, replay, send
 from jobs.workload import ReplayRequest, Workload
 
 # (request number on this connection, request head, request body, writer) -> keep the connection open?
@@ -116,7 +116,7 @@ def answers(wire: bytes, keep: bool = True) -> Handler:
 def sends(handler: Handler, count: int = 1, timeout_s: float = 5,
           concurrent: bool = False) -> tuple[list[RequestRecord], Server]:
     async def go() -> tuple[list[RequestRecord], Server]:
-        async with Server(handler) as s, _client(timeout_s) as client:
+        async with Server(handler) as s, client_session(timeout_s) as client:
             one = lambda: send(client, s.url, "m", REQ, 4, 2)
             if concurrent:
                 recs = list(await asyncio.gather(*(one() for _ in range(count))))
@@ -199,7 +199,7 @@ def test_an_error_event_ends_the_request_at_once_and_does_not_poison_the_pool() 
         return True
 
     async def go() -> tuple[RequestRecord, int, RequestRecord]:
-        async with Server(handler) as server, _client(30) as client:
+        async with Server(handler) as server, client_session(30) as client:
             nonlocal s
             s = server
             first = await send(client, s.url, "m", REQ, 4, 2)
