@@ -1,40 +1,40 @@
 """Replay client overhead: how many streamed requests/s ``jobs.replay`` sustains and
-how much latency it adds per request, against a stub on loopback.
+how much latency it adds per request, against a stub on loopback, next to a raw
+socket client (the floor) on the same stub in the same process.
 
     python benchmarks/replay_client.py                  # 3 runs of each measurement, medians
     python benchmarks/replay_client.py --write          # also append the table to docs/BENCHMARKS.md
 
 The server is benchmarks/stub_stream_server.py in its own process: a fixed,
 recorded-format vLLM chat-completion stream, NOT an engine; it answers at once,
-so what is measured is the client. Measurements (each ``--repeats`` times,
-medians reported, load average noted because this machine is shared):
+so what is measured is the client. Each run measures, one after the other (so a
+busy machine weighs on both alike; ``--repeats`` runs, medians reported, load
+average noted because this machine is shared):
 
-- throughput: ``--requests`` requests through ``jobs.replay.send`` on the
-  AsyncClient ``replay()`` makes, ``--concurrency`` in flight, over each of its
-  transports: ``send`` = the lean one (jobs/transport.py, the default),
-  ``send_httpx`` = httpx's own (httpcore + h11, VMATRIX_REPLAY_TRANSPORT=httpx);
-  the same through ``replay()`` over a Workload of phases of ``--concurrency``
-  requests (adds a ``/metrics`` scrape per phase); and the same load through a
-  raw asyncio client that writes pre-encoded requests and reads to the last
-  chunk without parsing: the ceiling of this stub + event loop + machine.
-- added latency: at concurrency 1, per-request wall time of ``send`` minus that
-  of the raw client (same request, same stub, interleaved), p50 and p99. That
-  difference is everything the client does per request: building and encoding the
-  body, httpx and its transport, SSE line splitting, JSON parsing of every chunk.
+- ``send``: ``--requests`` requests through ``jobs.replay.send`` on the aiohttp
+  session ``replay()`` makes (``jobs.replay.client_session``), ``--concurrency`` in flight;
+  also at ``--low-concurrency``;
+- ``replay``: the same through ``replay()`` over a Workload of phases of
+  ``--concurrency`` requests (adds a ``/metrics`` scrape before and after each phase);
+- ``raw``: the same load through a raw asyncio client that writes pre-encoded
+  requests and reads to the last chunk without parsing: the ceiling of this stub +
+  event loop + machine;
+- ``latency``: at concurrency 1, per-request wall time of ``send`` minus that of
+  the raw client (same request, same stub, taking turns request by request), p50
+  and p99. That difference is everything the client does per request: building and
+  encoding the body, aiohttp's request and response, SSE line splitting, JSON
+  parsing of every chunk.
 
-- h11: the CPU that h11 alone would spend framing one request and its stub
-  answer (no sockets): why jobs/transport.py frames HTTP/1.1 itself.
-
-Before measuring, ``send`` over both transports must record the same thing for a
-normal stream, an HTTP 500, an error event and a dropped connection.
-Loopback only, bounded request counts, a hard ``--max-seconds`` on the whole run.
+Before measuring, ``send`` must record what the stub sent for a normal stream, an
+HTTP 500, an error event and a dropped connection. Targets: at least 1,000
+requests/s at 256 in flight, under 1 ms added latency at p50. Loopback only,
+bounded request counts, a hard ``--max-seconds`` on the whole run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import platform
@@ -43,16 +43,14 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.records import RequestRecord
-from jobs.replay import _client, replay, send
+from jobs.replay import client_session, replay, send
 from jobs.traces import synth_trace, trace_to_workload
 from jobs.workload import ReplayRequest, Workload
 
@@ -137,31 +135,17 @@ class Setup:
     top_logprobs: int
 
 
-@dataclass(frozen=True)
-class Kind:
-    """A client under test: ``jobs.replay.send`` over one of replay()'s transports."""
-
-    transport: str  # "lean" (replay()'s default) or "httpx" (httpx's own httpcore + h11 stack)
-    send: Callable[..., Awaitable[RequestRecord]] = send
-
-    def open(self, s: Setup, concurrency: int) -> httpx.AsyncClient:
-        return _client(600, self.transport)  # replay()'s own client: same limits, same transport
-
-
-KINDS = {"send": Kind("lean"), "send_httpx": Kind("httpx")}
-
-
 @dataclass
 class Rate:
     per_s: float  # requests per wall second
     cpu_ms: float  # this process's CPU per request: the client's cost, robust to a busy machine
 
 
-async def throughput(s: Setup, kind: Kind, n: int, concurrency: int) -> Rate:
-    """``n`` requests with ``concurrency`` in flight on one client, like one big phase."""
-    client = kind.open(s, concurrency)
+async def throughput(s: Setup, n: int, concurrency: int) -> Rate:
+    """``n`` requests with ``concurrency`` in flight on replay()'s session, like one big phase."""
+    client = client_session(600)
     try:
-        await asyncio.gather(*(kind.send(client, s.base_url, MODEL, r, s.max_tokens, s.top_logprobs)
+        await asyncio.gather(*(send(client, s.base_url, MODEL, r, s.max_tokens, s.top_logprobs)
                                for r in (s.requests * concurrency)[:concurrency]))  # warm: connections open
         sem = asyncio.Semaphore(concurrency)
         failed = 0
@@ -169,15 +153,15 @@ async def throughput(s: Setup, kind: Kind, n: int, concurrency: int) -> Rate:
         async def one(i: int) -> None:
             nonlocal failed
             async with sem:
-                rec = await kind.send(client, s.base_url, MODEL, s.requests[i % len(s.requests)], s.max_tokens,
-                                      s.top_logprobs)
+                rec = await send(client, s.base_url, MODEL, s.requests[i % len(s.requests)], s.max_tokens,
+                                 s.top_logprobs)
                 failed += rec.error is not None or len(rec.token_ids) != s.max_tokens
 
         c0, t0 = time.process_time(), time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(n)))
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
-        await client.aclose()
+        await client.close()
     if failed:
         raise RuntimeError(f"{failed} of {n} requests failed against the stub")
     return Rate(n / wall, 1000 * cpu / n)
@@ -217,78 +201,49 @@ async def throughput_raw(s: Setup, n: int, concurrency: int) -> Rate:
     return Rate(n / wall, 1000 * cpu / n)
 
 
-async def latency(s: Setup, kinds: dict[str, Kind], n: int) -> dict[str, list[float]]:
-    """Per-request wall time at concurrency 1; the clients take turns request by request."""
+async def latency(s: Setup, n: int) -> dict[str, list[float]]:
+    """Per-request wall time at concurrency 1; ``send`` and the raw client take turns request by request."""
     req = s.requests[-1]
     raw = RawClient(s.port, _body(req, s.max_tokens, s.top_logprobs))
-    clients = {name: k.open(s, 1) for name, k in kinds.items()}
-    times: dict[str, list[float]] = {"raw": [], **{name: [] for name in kinds}}
+    client = client_session(600)
+    times: dict[str, list[float]] = {"raw": [], "send": []}
     try:
         for k in range(20 + n):  # 20 warm-up rounds: connections, caches
             t0 = time.perf_counter()
             await raw.one()
             if k >= 20:
                 times["raw"].append(time.perf_counter() - t0)
-            for name, kind in kinds.items():
-                t0 = time.perf_counter()
-                rec = await kind.send(clients[name], s.base_url, MODEL, req, s.max_tokens, s.top_logprobs)
-                if k >= 20:
-                    times[name].append(time.perf_counter() - t0)
-                if rec.error is not None or len(rec.token_ids) != s.max_tokens:
-                    raise RuntimeError(f"{name}: bad record against the stub: {rec.error}")
+            t0 = time.perf_counter()
+            rec = await send(client, s.base_url, MODEL, req, s.max_tokens, s.top_logprobs)
+            if k >= 20:
+                times["send"].append(time.perf_counter() - t0)
+            if rec.error is not None or len(rec.token_ids) != s.max_tokens:
+                raise RuntimeError(f"send: bad record against the stub: {rec.error}")
     finally:
         raw.close()
-        for c in clients.values():
-            await c.aclose()
+        await client.close()
     return times
 
 
-async def same_records(s: Setup) -> None:
-    """``send`` must record the same over both transports, failures included."""
-    for model in (MODEL, "stub-500", "stub-error-chunk", "stub-drop"):
-        recs = {}
-        for name, kind in KINDS.items():
-            client = kind.open(s, 1)
-            try:
-                recs[name] = await kind.send(client, s.base_url, model, s.requests[-1], s.max_tokens, s.top_logprobs)
-            finally:
-                await client.aclose()
-        def strip(r: RequestRecord) -> dict:
-            return {**r.__dict__, "ttft_s": None, "itl_s": len(r.itl_s), "e2e_s": None}  # timings differ; their count must not
-
-        ref = strip(recs["send"])
-        for name, rec in recs.items():
-            if strip(rec) != ref:
-                raise RuntimeError(f"{name} records differently from send for model {model}: {strip(rec)} != {ref}")
-
-
-def h11_framing(s: Setup, n: int = 2000) -> float:
-    """CPU ms per request that h11 alone would cost to frame one request and its stub answer.
-
-    Why the lean transport parses HTTP itself: measured, not assumed.
-    """
-    import h11
-
-    spec = importlib.util.spec_from_file_location("stub_stream_server", ROOT / "benchmarks" / "stub_stream_server.py")
-    assert spec and spec.loader
-    stub = sys.modules["stub_stream_server"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
-    spec.loader.exec_module(stub)
-    wire = (stub._SSE_HEAD + b"".join(stub.StubServer().token_events(s.max_tokens, s.top_logprobs, MODEL))
-            + stub._DONE + b"0\r\n\r\n")
-    body = _body(s.requests[-1], s.max_tokens, s.top_logprobs)
-    head = h11.Request(method="POST", target="/v1/chat/completions",
-                       headers=[("host", "127.0.0.1"), ("content-type", "application/json"),
-                                ("content-length", str(len(body)))])
-    c0 = time.process_time()
-    for _ in range(n):
-        conn = h11.Connection(h11.CLIENT)
-        conn.send(head)
-        conn.send(h11.Data(data=body))
-        conn.send(h11.EndOfMessage())
-        conn.receive_data(wire)
-        while not isinstance(event := conn.next_event(), h11.EndOfMessage) and event is not h11.NEED_DATA:
-            pass
-    return 1000 * (time.process_time() - c0) / n
+async def records_right(s: Setup) -> None:
+    """``send`` must record what the stub sent, failures included, before anything is timed."""
+    client = client_session(60)
+    try:
+        recs = {model: await send(client, s.base_url, MODEL if model == "ok" else model, s.requests[-1], s.max_tokens,
+                                  s.top_logprobs)
+                for model in ("ok", "stub-500", "stub-error-chunk", "stub-drop")}
+    finally:
+        await client.close()
+    ok, e500, event, drop = recs.values()
+    checks = {
+        "a normal stream": ok.error is None and len(ok.token_ids) == s.max_tokens and ok.finish_reason == "length",
+        "HTTP 500": e500.error == "HTTP 500: stub: forced failure" and not e500.token_ids,
+        "an error event": event.error == "stub: stream failed" and len(event.token_ids) == 2,
+        "a dropped connection": (drop.error or "").startswith("ClientPayloadError") and len(drop.token_ids) == 2,
+    }
+    wrong = [name for name, right in checks.items() if not right]
+    if wrong:
+        raise RuntimeError(f"send records wrongly: {', '.join(wrong)}: {recs}")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -298,7 +253,7 @@ def pct(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------- driver
 
-ALL = ("send", "send_httpx", "replay", "raw", "latency", "h11")
+ALL = ("send", "replay", "raw", "latency")
 
 
 def main() -> None:
@@ -332,37 +287,32 @@ def main() -> None:
         print(f"  {name}: {value:,.3f}", flush=True)
 
     async def run() -> None:
-        await same_records(setup)
+        await records_right(setup)
         for k in range(args.repeats):
             print(f"run {k + 1}/{args.repeats} (load average {os.getloadavg()[0]:.2f})", flush=True)
             loads.append(os.getloadavg()[0])
-            for name in ("send", "send_httpx"):
-                if name in only:
-                    r = await throughput(setup, KINDS[name], args.requests, args.concurrency)
-                    record(f"{name} req/s", r.per_s)
-                    record(f"{name} CPU ms/req", r.cpu_ms)
-                if name in only and args.low_concurrency:
-                    # httpcore scans its whole pool on every request start and close: fewer connections, less CPU.
-                    r = await throughput(setup, KINDS[name], args.requests, args.low_concurrency)
-                    record(f"{name} @{args.low_concurrency} req/s", r.per_s)
-                    record(f"{name} @{args.low_concurrency} CPU ms/req", r.cpu_ms)
+            if "send" in only:
+                r = await throughput(setup, args.requests, args.concurrency)
+                record(f"send @{args.concurrency} req/s", r.per_s)
+                record(f"send @{args.concurrency} CPU ms/req", r.cpu_ms)
+            if "raw" in only:
+                r = await throughput_raw(setup, args.requests, args.concurrency)
+                record(f"raw @{args.concurrency} req/s", r.per_s)
+                record(f"raw @{args.concurrency} CPU ms/req", r.cpu_ms)
+            if "send" in only and args.low_concurrency:
+                r = await throughput(setup, args.requests, args.low_concurrency)
+                record(f"send @{args.low_concurrency} req/s", r.per_s)
+                record(f"send @{args.low_concurrency} CPU ms/req", r.cpu_ms)
             if "replay" in only:
                 r = await throughput_replay(setup, args.requests, args.concurrency)
                 record("replay() req/s", r.per_s)
                 record("replay() CPU ms/req", r.cpu_ms)
-            if "raw" in only:
-                r = await throughput_raw(setup, args.requests, args.concurrency)
-                record("raw client req/s", r.per_s)
-                record("raw client CPU ms/req", r.cpu_ms)
-            if "h11" in only:
-                record("h11 framing alone CPU ms/req", h11_framing(setup))
             if "latency" in only:
-                t = await latency(setup, KINDS, args.latency_requests)
+                t = await latency(setup, args.latency_requests)
                 record("raw e2e p50 ms", 1000 * pct(t["raw"], 0.5))
                 record("raw e2e p99 ms", 1000 * pct(t["raw"], 0.99))
-                for name in KINDS:
-                    record(f"{name} added p50 ms", 1000 * (pct(t[name], 0.5) - pct(t["raw"], 0.5)))
-                    record(f"{name} added p99 ms", 1000 * (pct(t[name], 0.99) - pct(t["raw"], 0.99)))
+                record("send added p50 ms", 1000 * (pct(t["send"], 0.5) - pct(t["raw"], 0.5)))
+                record("send added p99 ms", 1000 * (pct(t["send"], 0.99) - pct(t["raw"], 0.99)))
 
     try:
         asyncio.run(asyncio.wait_for(run(), timeout=args.max_seconds))
@@ -375,6 +325,11 @@ def main() -> None:
           f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs):")
     for name, value in medians.items():
         print(f"  {name:28} {value:10,.3f}   (runs: {', '.join(f'{v:,.3f}' for v in results[name])})")
+    rate, added = medians.get(f"send @{args.concurrency} req/s"), medians.get("send added p50 ms")
+    if rate is not None:
+        print(f"target >= 1,000 req/s at {args.concurrency} in flight: {'met' if rate >= 1000 else 'NOT met'} ({rate:,.0f})")
+    if added is not None:
+        print(f"target < 1 ms added at p50: {'met' if added < 1 else 'NOT met'} ({added:.3f} ms)")
     if args.write:
         _write(args, medians, results, loads, body_kb)
 
@@ -386,7 +341,7 @@ def _write(args: argparse.Namespace, medians: dict[str, float], results: dict[st
     path = ROOT / "docs" / "BENCHMARKS.md"
     rows = "\n".join(f"| {name} | {value:,.2f} | {', '.join(f'{v:,.2f}' for v in results[name])} |"
                      for name, value in medians.items())
-    text = (f"\n## Replay client overhead: run of {time.strftime('%Y-%m-%d')} (Python {platform.python_version()}, httpx {httpx.__version__}, "
+    text = (f"\n## Replay client overhead: run of {time.strftime('%Y-%m-%d')} (Python {platform.python_version()}, aiohttp {aiohttp.__version__}, "
             f"{os.cpu_count()} CPUs, load average {min(loads):.1f}-{max(loads):.1f})\n\n"
             f"`{' '.join(['python', 'benchmarks/replay_client.py', *sys.argv[1:]])}`: {args.requests} requests, "
             f"concurrency {args.concurrency}, {args.tokens} tokens x top-{args.top_logprobs}, bodies up to "

@@ -7,7 +7,7 @@ acceptance survives as ``...per_pos_total{position=2}``.
 
 from __future__ import annotations
 
-import httpx
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 KEPT_PREFIXES = ("vllm:prefix_cache_", "vllm:spec_decode_", "vllm:num_preemptions", "vllm:external_prefix_cache_")
@@ -28,10 +28,14 @@ def parse_metrics(text: str) -> Snapshot:
     return out
 
 
-async def scrape(client: httpx.AsyncClient, base_url: str) -> Snapshot:
-    resp = await client.get(f"{base_url}/metrics", timeout=30)
-    resp.raise_for_status()
-    return parse_metrics(resp.text)
+_SCRAPE_TIMEOUT = aiohttp.ClientTimeout(total=30)
+
+
+async def scrape(client: aiohttp.ClientSession, base_url: str) -> Snapshot:
+    """The engine's counters now, on the replay's own session; raises ``aiohttp.ClientError``
+    (a non-2xx answer included) or ``TimeoutError`` (no answer within 30 s)."""
+    async with client.get(f"{base_url}/metrics", timeout=_SCRAPE_TIMEOUT, raise_for_status=True) as resp:
+        return parse_metrics((await resp.read()).decode("utf-8", "replace"))  # the exposition format is UTF-8
 
 
 def delta(before: Snapshot, after: Snapshot) -> Snapshot:

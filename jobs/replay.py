@@ -24,32 +24,29 @@ replay compares each phase's answers as they arrive, with the grader's own
 :func:`jobs.grade.first_divergence`, and stops sending once enough of them diverge at
 a clear margin; the requests it never sent are listed as skipped.
 
-The client is httpx (``httpx.AsyncClient``, ``client.stream``, httpx's timeouts and
-exceptions) over :class:`jobs.transport.LeanTransport`, a small keep-alive HTTP/1.1
-transport plugged in through httpx's transport interface: httpx's default stack
-(httpcore + h11) spent about ten times the CPU per streamed request and could not
-keep 256 requests in flight at the rate the overhead target asks (docs/BENCHMARKS.md,
-"Replay client overhead"). ``send`` reads the stream's raw bytes and splits the SSE
-lines itself for the same reason. VMATRIX_REPLAY_TRANSPORT=httpx (or
-``replay(transport="httpx")``) puts httpx's default stack back, as a reference.
+The client is aiohttp: one ``aiohttp.ClientSession`` per engine life (:func:`client_session`),
+at most :data:`MAX_CONNECTIONS` keep-alive connections, ``timeout_s`` for connecting and
+for each wait on the socket. ``send`` reads the stream's bytes as they arrive and splits
+the SSE lines itself (LF or CRLF), each ``data:`` line parsed with ``json.loads`` into
+:func:`apply_chunk`. A refused request (non-200) or an error event records ``rec.error``
+and keeps the tokens so far; a connection error or timeout becomes the request's error,
+never an exception out of :func:`replay`. Cost against a raw socket client:
+docs/BENCHMARKS.md, "Replay client overhead".
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import httpx
+import aiohttp
 
 from jobs.grade import first_divergence
 from jobs.metrics import delta, scrape
 from jobs.records import ControlReference, RequestRecord, Transcript
-from jobs.transport import LeanTransport
 from jobs.workload import Api, ReplayRequest, Workload
 
 
@@ -151,8 +148,8 @@ def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamC
 
 
 async def send(
-    client: httpx.AsyncClient, base_url: str, model: str, req: ReplayRequest, max_tokens: int, top_logprobs: int,
-    api: Api = "chat", end_tokens: frozenset[int] = frozenset(),
+    client: aiohttp.ClientSession, base_url: str, model: str, req: ReplayRequest, max_tokens: int,
+    top_logprobs: int, api: Api = "chat", end_tokens: frozenset[int] = frozenset(),
 ) -> RequestRecord:
     """One request, streamed; with ``api="completions"`` the prompt's token ids come from the
     engine's ``/tokenize`` first, and TTFT and end-to-end time count from the completion
@@ -169,30 +166,30 @@ async def send(
         "stream_options": {"include_usage": True},
     }
     if api == "chat":
-        url = _url(base_url, "/v1/chat/completions")
+        url = f"{base_url}/v1/chat/completions"
         body = {**common, "messages": req.chat_messages(), "logprobs": True, "top_logprobs": top_logprobs}
     else:
         prompt = await _prompt_ids(client, base_url, model, req, rec)
         if prompt is None:
             return rec
-        url = _url(base_url, "/v1/completions")
+        url = f"{base_url}/v1/completions"
         body = {**common, "prompt": prompt, "logprobs": top_logprobs}
-    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()  # what httpx's json= sends
+    content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     loads = json.loads
     clock = StreamClock()
     text: list[str] = []
     try:
-        async with client.stream("POST", url, content=content, headers=_JSON) as resp:
-            if resp.status_code != 200:
-                detail = (await resp.aread()).decode(errors="replace")[:500]
-                rec.error = f"HTTP {resp.status_code}: {_error_message(detail)}"
+        async with await _post(client, url, content) as resp:
+            if resp.status != 200:
+                detail = (await resp.read()).decode(errors="replace")[:500]
+                rec.error = f"HTTP {resp.status}: {_error_message(detail)}"
                 rec.e2e_s = time.perf_counter() - clock.sent
                 return rec
-            # SSE lines split here from raw bytes, as aiter_lines would (LF or CRLF), without
-            # httpx's per-chunk decoder stack: that was a quarter of the client's CPU.
+            # SSE lines split here from the bytes as they arrive (LF or CRLF), not one
+            # readline() per line: all the lines of one read in one pass.
             pending = b""
             stop = False
-            async for data in resp.aiter_raw():
+            async for data in resp.content.iter_any():
                 lines = (pending + data if pending else data).split(b"\n")
                 pending = lines.pop()
                 for line in lines:
@@ -203,41 +200,69 @@ async def send(
                         stop = True
                         break
                 if stop:
-                    break
+                    break  # leaving the block drops the connection: the rest of its stream is not read
             else:
                 if pending.startswith(b"data: ") and (chunk := pending[6:].rstrip(b"\r")) != b"[DONE]":
                     # a last line without its newline
                     apply_chunk(rec, loads(chunk.decode("utf-8", "replace")), text, clock, end_tokens)
-    except httpx.HTTPError as exc:
-        rec.error = f"{type(exc).__name__}: {exc}"
+    except CLIENT_ERRORS as exc:
+        rec.error = _failure(exc)
     rec.text = "".join(text)
     rec.e2e_s = time.perf_counter() - clock.sent
     return rec
 
 
+# What a request can fail with on the way (refused or dropped connection, malformed
+# answer, a socket wait past timeout_s): recorded on the request, never raised.
+CLIENT_ERRORS = (aiohttp.ClientError, TimeoutError)
+
+
+async def _post(client: aiohttp.ClientSession, url: str, content: bytes) -> aiohttp.ClientResponse:
+    """POST, sent once more on a fresh connection when the first went down before any answer.
+
+    A keep-alive connection the server closed while idle can be taken for the next
+    request before the client has read the close (aiohttp retries only idempotent
+    methods then, RFC 9112 9.3.1); nothing of that request was answered, so it goes
+    again. aiohttp does not say whether the connection was a reused one, so a fresh one
+    that dropped the request unanswered is tried twice too; a refused connection
+    (``ClientConnectorError``) is not sent again.
+    """
+    try:
+        return await client.post(url, data=content, headers=_JSON)
+    except aiohttp.ClientConnectorError:
+        raise
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+        return await client.post(url, data=content, headers=_JSON)
+
+
+def _failure(exc: BaseException) -> str:
+    """``Name: what happened`` on one line, without the URL that aiohttp's
+    ``ClientResponseError`` names: the engine's port differs from cell to cell, and the
+    same failure should read the same (it can become the cell's signature)."""
+    detail = exc.message if isinstance(exc, aiohttp.ClientResponseError) else str(exc)
+    detail = " ".join(detail.split())
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
 _JSON = {"content-type": "application/json"}
 
 
-@functools.lru_cache(maxsize=64)
-def _url(base_url: str, path: str) -> httpx.URL:
-    # Parsed once: httpx's URL parsing was a tenth of the client's CPU per request.
-    return httpx.URL(f"{base_url}{path}")
-
-
-async def _prompt_ids(client: httpx.AsyncClient, base_url: str, model: str, req: ReplayRequest,
+async def _prompt_ids(client: aiohttp.ClientSession, base_url: str, model: str, req: ReplayRequest,
                       rec: RequestRecord) -> list[int] | None:
     """The request's messages through the engine's own chat template, as token ids; None
     (and ``rec.error`` set) when the engine would not tokenize them."""
     body = {"model": model, "messages": req.chat_messages(), "add_generation_prompt": True}
     try:
-        resp = await client.post(_url(base_url, "/tokenize"), content=json.dumps(body).encode(), headers=_JSON)
-    except httpx.HTTPError as exc:
-        rec.error = f"tokenize: {type(exc).__name__}: {exc}"
+        async with await _post(client, f"{base_url}/tokenize", json.dumps(body).encode()) as resp:
+            answer = await resp.read()
+            status = resp.status
+    except CLIENT_ERRORS as exc:
+        rec.error = f"tokenize: {_failure(exc)}"
         return None
-    if resp.status_code != 200:
-        rec.error = f"tokenize: HTTP {resp.status_code}: {_error_message(resp.text)}"
+    if status != 200:
+        rec.error = f"tokenize: HTTP {status}: {_error_message(answer.decode(errors='replace'))}"
         return None
-    return list(resp.json()["tokens"])
+    return list(json.loads(answer)["tokens"])
 
 
 def _error_message(body: str) -> str:
@@ -247,8 +272,6 @@ def _error_message(body: str) -> str:
     except (json.JSONDecodeError, AttributeError):
         return body[:300]
 
-
-TRANSPORT_ENV = "VMATRIX_REPLAY_TRANSPORT"
 
 Restart = Callable[[str], Awaitable[bool]]  # (phase just done) -> engine back and ready?
 
@@ -261,7 +284,6 @@ async def replay(
     timeout_s: float = 600,
     restart: Restart | None = None,
     control: ControlReference | None = None,
-    transport: str | None = None,
     end_tokens: frozenset[int] = frozenset(),
 ) -> Transcript:
     """Run every phase in order; stop after a phase in which the engine went away, or
@@ -273,9 +295,6 @@ async def replay(
     back (False), the replay stops there. Requests sent after a restart carry the
     number of restarts before them. Without ``restart``, restart points are refused:
     skipping them would grade a different experiment.
-
-    ``transport`` picks the connection layer (:func:`replay_transport`; default: the
-    lean one of jobs/transport.py, or VMATRIX_REPLAY_TRANSPORT).
 
     ``end_tokens``: the model's end-of-turn token ids (:func:`model_end_tokens`); without
     them no record knows where its answer ended (``answer_chars`` None), and every
@@ -292,7 +311,7 @@ async def replay(
     diverged = 0
     phases = list(workload.phases)
     # One client per engine life: connections to a stopped engine are dead.
-    client = _client(timeout_s, transport)
+    client = client_session(timeout_s)
     try:
         for n, (phase, requests) in enumerate(phases):
             if control is not None and diverged >= control.abort_after:
@@ -322,39 +341,30 @@ async def replay(
                 assert restart is not None
                 if on_phase:
                     on_phase(f"restarting after {phase}")
-                await client.aclose()
-                client = _client(timeout_s, transport)
+                await client.close()
+                client = client_session(timeout_s)
                 if not await restart(phase):
                     break
                 restarts += 1
     finally:
-        await client.aclose()
+        await client.close()
     return transcript
 
 
-MAX_CONNECTIONS = 256
+MAX_CONNECTIONS = 256  # requests in flight at once; more wait for a free connection
+# Below the engine's own keep-alive (uvicorn's, VLLM_HTTP_TIMEOUT_KEEP_ALIVE: 5 s), so the
+# client lets an idle connection go before the server can close it under a new request.
+KEEPALIVE_S = 4.0
 
 
-def replay_transport(name: str | None = None) -> httpx.AsyncBaseTransport | None:
-    """The replay's connection layer: ``lean`` (default) or ``httpx`` (httpx's own, None here).
-
-    ``httpx`` (or VMATRIX_REPLAY_TRANSPORT=httpx) exists as a reference: when a cell's
-    requests fail in a way that could be the client's fault, the same replay over
-    httpx's default stack (httpcore + h11, about 10x the CPU per request) says whether
-    the lean transport is to blame. It also brings proxies and HTTP/2 support, should an
-    engine ever sit behind one.
-    """
-    name = name or os.environ.get(TRANSPORT_ENV) or "lean"
-    if name == "lean":
-        return LeanTransport(max_connections=MAX_CONNECTIONS)
-    if name == "httpx":
-        return None
-    raise ValueError(f"{TRANSPORT_ENV}: unknown replay transport {name!r} (lean or httpx)")
-
-
-def _client(timeout_s: float, transport: str | None = None) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits, transport=replay_transport(transport))
+def client_session(timeout_s: float) -> aiohttp.ClientSession:
+    """The session :func:`replay` opens for each engine life (and ``send`` takes): keep-alive,
+    ``timeout_s`` to connect (waiting for a free connection included) and for each read, no
+    bound on a whole request (a long stream is fine while it moves); cookies ignored. Open
+    it inside the event loop that uses it."""
+    connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=0, keepalive_timeout=KEEPALIVE_S)
+    timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_connect=timeout_s, sock_read=timeout_s)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar())
 
 
 def confidently_diverged(rec: RequestRecord, control: ControlReference) -> bool:
@@ -368,8 +378,8 @@ def confidently_diverged(rec: RequestRecord, control: ControlReference) -> bool:
     return div is not None and div.confident
 
 
-async def _safe_scrape(client: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+async def _safe_scrape(client: aiohttp.ClientSession, base_url: str) -> dict[str, float] | None:
     try:
         return await scrape(client, base_url)
-    except httpx.HTTPError:
+    except CLIENT_ERRORS:
         return None

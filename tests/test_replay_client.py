@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib.util
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
 from jobs.records import ControlReference, RequestRecord, Transcript
-from jobs.replay import _client, replay, send
+from jobs.replay import client_session, replay, send
 from jobs.workload import ReplayRequest, Workload
 
 _path = Path(__file__).parent.parent / "benchmarks" / "stub_stream_server.py"
@@ -32,16 +33,9 @@ REQ = ReplayRequest(key="s0/1", session="s0", turn=1, phase="turn-1",
                     messages=(("system", "shared prefix words"), ("user", "q"), ("assistant", "a"), ("user", "next q")))
 
 
-@pytest.fixture(params=["lean", "httpx"], autouse=True)
-def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test here runs over replay()'s default transport and over httpx's own."""
-    monkeypatch.setenv("VMATRIX_REPLAY_TRANSPORT", request.param)
-    return request.param
-
-
 def _send(model: str, max_tokens: int = 6, top: int = 3, api: str = "chat", **server: float) -> RequestRecord:
     async def go() -> RequestRecord:
-        async with stub.StubServer(**server) as s, _client(10) as client:
+        async with stub.StubServer(**server) as s, client_session(10) as client:
             return await send(client, s.base_url, model, REQ, max_tokens, top, api)  # type: ignore[arg-type]
 
     return asyncio.run(go())
@@ -132,11 +126,51 @@ def test_error_event_mid_stream_keeps_tokens_so_far() -> None:
     assert rec.token_ids == [stub.token(0)[0], stub.token(1)[0]] and rec.finish_reason is None
 
 
-def test_connection_dropped_mid_stream_is_an_error() -> None:
-    rec = _send("stub-drop")
-    assert rec.error is not None and rec.error.startswith("RemoteProtocolError")
-    assert "peer closed connection without sending complete message body" in rec.error  # httpx's words, both ways
-    assert len(rec.token_ids) == 2
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_connection_dropped_mid_stream_is_an_error_that_keeps_the_tokens_so_far(api: str) -> None:
+    rec = _send("stub-drop", api=api)
+    # aiohttp's words: the chunked body ended before its last chunk.
+    assert rec.error is not None and rec.error.startswith("ClientPayloadError: Response payload is not completed")
+    # The stub sends 3 events before it hangs up: the chat API's first is the role chunk (no token).
+    assert rec.token_ids == [stub.token(i)[0] for i in range(2 if api == "chat" else 3)]
+    assert rec.finish_reason is None and rec.e2e_s is not None
+
+
+def test_a_refused_connection_is_the_requests_error_not_an_exception() -> None:
+    async def go() -> tuple[RequestRecord, RequestRecord]:
+        async with client_session(5) as client:
+            chat = await send(client, _closed_port_url(), "stub", REQ, 4, 2)
+            completion = await send(client, _closed_port_url(), "stub", REQ, 4, 2, "completions")
+            return chat, completion
+
+    chat, completion = asyncio.run(go())
+    assert chat.error is not None and chat.error.startswith("ClientConnectorError: Cannot connect to host 127.0.0.1")
+    assert completion.error is not None and completion.error.startswith("tokenize: ClientConnectorError")
+    assert chat.token_ids == [] and chat.e2e_s is not None
+
+
+def test_a_stalled_stream_times_out_as_the_requests_error() -> None:
+    # The role chunk at once, the first token only after 5 s: past the 0.3 s per-read timeout.
+    async def go() -> RequestRecord:
+        async with stub.StubServer(first_token_delay_s=5) as s, client_session(0.3) as client:
+            return await asyncio.wait_for(send(client, s.base_url, "stub", REQ, 4, 2), 10)
+
+    rec = asyncio.run(go())
+    assert rec.error is not None and rec.error.startswith("SocketTimeoutError")
+    assert rec.token_ids == [] and rec.e2e_s is not None and 0.3 <= rec.e2e_s < 5
+
+
+def test_replay_over_a_dead_engine_raises_nothing() -> None:
+    transcript = asyncio.run(replay(_closed_port_url(), "stub", _workload(), timeout_s=5))
+    assert [r.key for r in transcript.requests] == ["s0/0", "s1/0"]  # phase a failed: b never sent
+    assert all(r.error and r.error.startswith("ClientConnectorError") for r in transcript.requests)
+    assert transcript.metrics == {}  # no /metrics either: nothing to subtract
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 def _workload() -> Workload:
@@ -237,7 +271,7 @@ def test_the_answer_ends_at_the_first_end_token_and_the_expectation_travels() ->
     req = dataclasses.replace(REQ, expect=Expectation.exact("w0 w1 w2"))
 
     async def go(end_tokens: frozenset[int]) -> RequestRecord:
-        async with stub.StubServer() as s, _client(10) as client:
+        async with stub.StubServer() as s, client_session(10) as client:
             return await send(client, s.base_url, "stub", req, 6, 3, "chat", end_tokens)
 
     rec = asyncio.run(go(frozenset({end, 99999})))

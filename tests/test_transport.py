@@ -1,28 +1,29 @@
-"""jobs.transport.LeanTransport against a real local asyncio HTTP server started here.
+"""The replay's HTTP layer (``jobs.replay.client_session``, aiohttp) on the wire, against a raw server.
 
-A transport test, not an engine test: the server below speaks raw HTTP/1.1 bytes
-written per test (chunked, sized, malformed, silent, closing), and counts the TCP
-connections it accepted, so reuse and closing are checked from the server's side.
+Not an engine test: the server below speaks HTTP/1.1 bytes written per test (chunked
+in odd pieces, sized, malformed, silent, closing) and counts the TCP connections it
+accepted, so keep-alive reuse, closing and the connection limit are checked from the
+server's side, and every failure is checked to end as the request's ``error``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
+import json
 from collections.abc import Awaitable, Callable
 from typing import Self
 
-import httpx
 import pytest
 
-from jobs.replay import replay_transport
-from jobs.transport import LeanTransport
+from jobs import replay as replay_mod
+from jobs.records import RequestRecord, Transcript
+from jobs.replay import client_session, replay, send
+from jobs.workload import ReplayRequest, Workload
 
 # (request number on this connection, request head, request body, writer) -> keep the connection open?
 Handler = Callable[[int, bytes, bytes, asyncio.StreamWriter], Awaitable[bool]]
 
-
-READERS: dict[asyncio.StreamWriter, asyncio.StreamReader] = {}  # lets a handler watch for the client hanging up
+REQ = ReplayRequest(key="s0/0", session="s0", turn=0, phase="a", messages=(("user", "one two"),))
 
 
 class Server:
@@ -31,8 +32,10 @@ class Server:
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
         self.connections = 0
+        self.open = self.most_open = 0
         self.closed_by_client = 0
-        self.bodies: list[bytes] = []
+        self.paths: list[bytes] = []
+        self.readers: dict[asyncio.StreamWriter, asyncio.StreamReader] = {}  # lets a handler watch for a hang-up
         self._server: asyncio.AbstractServer | None = None
 
     async def __aenter__(self) -> Self:
@@ -50,7 +53,9 @@ class Server:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
-        READERS[writer] = reader
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        self.readers[writer] = reader
         n = 0
         try:
             while True:
@@ -59,13 +64,13 @@ class Server:
                 except asyncio.IncompleteReadError:
                     self.closed_by_client += 1  # the client hung up between requests
                     return
+                self.paths.append(head.split(b" ", 2)[1])
                 length = 0
                 for line in head.split(b"\r\n"):
                     name, _, value = line.partition(b":")
                     if name.strip().lower() == b"content-length":
                         length = int(value)
                 body = await reader.readexactly(length)
-                self.bodies.append(body)
                 if not await self.handler(n, head, body, writer):
                     return
                 await writer.drain()
@@ -73,218 +78,205 @@ class Server:
         except (ConnectionError, asyncio.IncompleteReadError):
             self.closed_by_client += 1
         finally:
+            self.open -= 1
             writer.close()
+
+
+def event(i: int, last: int = -1, eol: bytes = b"\n") -> bytes:
+    """The i-th token's SSE event in the chat shape (token id 100 + i)."""
+    item = {"token": f"token_id:{100 + i}", "logprob": -0.1, "top_logprobs": [{"logprob": -0.1}, {"logprob": -0.6}]}
+    choice = {"index": 0, "delta": {"content": f" w{i}"}, "logprobs": {"content": [item]},
+              "finish_reason": "length" if i == last else None}
+    return b"data: " + json.dumps({"choices": [choice]}).encode() + eol + eol
 
 
 def chunked(*pieces: bytes) -> bytes:
     return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
 
 
-CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def stream(n: int, eol: bytes = b"\n") -> bytes:
+    return SSE_HEAD + chunked(*(event(i, n - 1, eol) for i in range(n)), b"data: [DONE]" + eol + eol)
 
 
 def sized(body: bytes, extra: bytes = b"") -> bytes:
     return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
-def run(coro: Awaitable[object]) -> object:
-    return asyncio.run(asyncio.wait_for(coro, 20))  # type: ignore[arg-type]
+def answers(wire: bytes, keep: bool = True) -> Handler:
+    async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
+        w.write(wire)
+        return keep
+
+    return handler
 
 
-def client(**timeout: float) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=LeanTransport(), timeout=httpx.Timeout(5, **timeout))
+def sends(handler: Handler, count: int = 1, timeout_s: float = 5,
+          concurrent: bool = False) -> tuple[list[RequestRecord], Server]:
+    async def go() -> tuple[list[RequestRecord], Server]:
+        async with Server(handler) as s, client_session(timeout_s) as client:
+            one = lambda: send(client, s.url, "m", REQ, 4, 2)
+            if concurrent:
+                recs = list(await asyncio.gather(*(one() for _ in range(count))))
+            else:
+                recs = [await one() for _ in range(count)]
+            await asyncio.sleep(0.05)  # let the server see what the client closed
+            return recs, s
+
+    return asyncio.run(asyncio.wait_for(go(), 20))
 
 
-def test_chunked_stream_arriving_in_pieces_is_reassembled() -> None:
-    events = [b"data: {\"n\": %d}\n\n" % i for i in range(40)]
-    wire = CHUNKED_HEAD + chunked(*events[:20]) [:-5] + b"1;ext=1\r\nx\r\n" + chunked(*events[20:])
+def clean(rec: RequestRecord, n: int = 4) -> bool:
+    return rec.error is None and rec.token_ids == [100 + i for i in range(n)] and rec.finish_reason == "length"
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+def test_a_stream_arriving_in_odd_pieces_is_reassembled(eol: bytes) -> None:
+    # Cut everywhere: inside chunk size lines, SSE lines, JSON and CRLFs; one chunk has an extension.
+    wire = stream(6, eol).replace(b"\r\n", b";ext=1\r\n", 1)
 
     async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
-        for i in range(0, len(wire), 37):  # cut everywhere: inside size lines, data and CRLFs
+        for i in range(0, len(wire), 37):
             w.write(wire[i:i + 37])
             await w.drain()
             await asyncio.sleep(0)
         return True
 
-    async def go() -> tuple[bytes, int]:
-        async with Server(handler) as s, client() as c:
-            async with c.stream("POST", s.url + "/x", content=b"hello") as r:
-                assert r.status_code == 200 and r.headers["content-type"] == "text/event-stream"
-                got = b"".join([part async for part in r.aiter_raw()])
-            return got, len(s.bodies[0])
-
-    got, sent = run(go())  # type: ignore[misc]
-    assert got == b"".join(events[:20]) + b"x" + b"".join(events[20:])
-    assert sent == 5
+    (rec,), _ = sends(handler)
+    assert rec.error is None and rec.token_ids == [100 + i for i in range(6)]
+    assert rec.text == "".join(f" w{i}" for i in range(6)) and rec.margins == pytest.approx([0.5] * 6)
 
 
-def test_content_length_body_and_request_body_arrive_whole() -> None:
-    payload = bytes(range(256)) * 1000  # bigger than one read
-
-    async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
-        w.write(sized(payload[:len(body)]))
-        return True
-
-    async def go() -> tuple[httpx.Response, Server]:
-        async with Server(handler) as s, client() as c:
-            r = await c.post(s.url, content=payload)
-            return r, s
-
-    r, s = run(go())  # type: ignore[misc]
-    assert r.status_code == 200 and r.content == payload and s.bodies == [payload]
+def test_a_last_event_without_its_newline_is_read() -> None:
+    body = b"".join(event(i, 3) for i in range(3)) + event(3, 3).rstrip(b"\n")
+    (rec,), _ = sends(answers(sized(body, b"content-type: text/event-stream\r\n")))
+    assert clean(rec)
 
 
 def test_keep_alive_reuses_one_connection() -> None:
-    async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
-        w.write(CHUNKED_HEAD + chunked(b"a%d" % n))
+    recs, s = sends(answers(stream(4)), count=3)
+    assert all(clean(r) for r in recs)
+    assert s.connections == 1
+
+
+def test_the_connection_limit_holds_and_requests_wait_for_a_free_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay_mod, "MAX_CONNECTIONS", 2)
+
+    async def slow(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(0.05)  # every request in flight a while: they overlap
+        w.write(stream(4))
         return True
 
-    async def go() -> tuple[list[bytes], int, int]:
-        transport = LeanTransport()
-        async with Server(handler) as s, httpx.AsyncClient(transport=transport) as c:
-            texts = [(await c.post(s.url, json={"i": i})).content for i in range(3)]
-            return texts, s.connections, transport.opened
-
-    texts, server_conns, opened = run(go())  # type: ignore[misc]
-    assert texts == [b"a0", b"a1", b"a2"]
-    assert server_conns == 1 and opened == 1
+    recs, s = sends(slow, count=6, concurrent=True)
+    assert all(clean(r) for r in recs)
+    assert s.most_open == 2 and s.connections == 2
 
 
 def test_connection_close_from_the_server_is_respected() -> None:
+    # The server is slow to hang up: only the header says this connection is done.
+    recs, s = sends(answers(stream(4).replace(b"\r\n\r\n", b"\r\nconnection: close\r\n\r\n", 1)), count=2)
+    assert all(clean(r) for r in recs) and s.connections == 2
+
+
+def test_a_server_closing_an_idle_connection_is_survived() -> None:
+    recs, s = sends(answers(stream(4), keep=False), count=3)  # no "connection: close", but hangs up after each
+    assert all(clean(r) for r in recs) and s.connections == 3
+
+
+def test_an_error_event_ends_the_request_at_once_and_does_not_poison_the_pool() -> None:
+    error = b'data: {"error": {"message": "engine: out of blocks", "code": 500}}\n\n'
+
     async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
-        w.write(sized(b"bye", b"connection: close\r\n"))
-        return True  # the server is slow to hang up: only the header says this connection is done
-
-    async def go() -> tuple[list[bytes], int]:
-        async with Server(handler) as s, client() as c:
-            texts = [(await c.get(s.url)).content for _ in range(2)]
-            return texts, s.connections
-
-    texts, conns = run(go())  # type: ignore[misc]
-    assert texts == [b"bye", b"bye"] and conns == 2
-
-
-def test_connection_close_from_the_client_is_respected() -> None:
-    async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
-        w.write(sized(b"ok"))
-        return True  # the server would keep it
-
-    async def go() -> tuple[int, int]:
-        async with Server(handler) as s, client() as c:
-            for _ in range(2):
-                assert (await c.get(s.url, headers={"connection": "close"})).content == b"ok"
-            await asyncio.sleep(0.05)
-            return s.connections, s.closed_by_client
-
-    assert run(go()) == (2, 2)
-
-
-def test_server_closing_an_idle_connection_is_survived() -> None:
-    async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
-        w.write(sized(b"ok"))  # no "connection: close", but hangs up after the answer
-        await w.drain()
-        return False
-
-    async def go() -> tuple[list[bytes], int]:
-        async with Server(handler) as s, client() as c:
-            texts = []
-            for _ in range(3):
-                texts.append((await c.post(s.url, content=b"x")).content)
-            return texts, s.connections
-
-    texts, conns = run(go())  # type: ignore[misc]
-    assert texts == [b"ok"] * 3 and conns == 3
-
-
-def test_early_close_closes_the_socket_and_does_not_poison_the_pool() -> None:
-    async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
-        if n == 0 and body == b"long":
-            w.write(CHUNKED_HEAD + b"5\r\nfirst\r\n")
+        if s.connections == 1 and n == 0:
+            w.write(SSE_HEAD + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (event(0), event(1), error)))
             await w.drain()
-            if await READERS[w].read() == b"":  # the rest is never sent: the client must hang up
+            if await s.readers[w].read() == b"":  # the stream never ends: the client must hang up
                 raise ConnectionError("client hung up mid-stream")
             return False
-        w.write(CHUNKED_HEAD + chunked(b"short"))
+        w.write(stream(4))
         return True
 
-    async def go() -> tuple[bytes, bytes, int, int]:
-        async with Server(handler) as s, client() as c:
-            async with c.stream("POST", s.url, content=b"long") as r:
-                async for part in r.aiter_raw():
-                    first = part
-                    break
+    async def go() -> tuple[RequestRecord, int, RequestRecord]:
+        async with Server(handler) as server, client_session(30) as client:
+            nonlocal s
+            s = server
+            first = await send(client, s.url, "m", REQ, 4, 2)
             for _ in range(100):
                 if s.closed_by_client:
                     break
                 await asyncio.sleep(0.01)
             closed = s.closed_by_client
-            second = (await c.post(s.url, content=b"again")).content
-            return first, second, closed, s.connections
+            return first, closed, await send(client, s.url, "m", REQ, 4, 2)
 
-    first, second, closed, conns = run(go())  # type: ignore[misc]
-    assert first == b"first"
-    assert closed == 1  # the server saw the abandoned connection end
-    assert second == b"short" and conns == 2  # a fresh connection, and a clean answer on it
-
-
-def test_connect_error_is_httpx_connect_error() -> None:
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-
-    async def go() -> None:
-        async with client() as c:
-            await c.get(f"http://127.0.0.1:{port}/")
-
-    with pytest.raises(httpx.ConnectError):
-        run(go())
+    s: Server
+    first, closed, second = asyncio.run(asyncio.wait_for(go(), 10))  # well under the 30 s read timeout
+    assert first.error == "engine: out of blocks" and first.token_ids == [100, 101] and first.finish_reason is None
+    assert closed == 1  # the server saw the abandoned stream end
+    assert clean(second) and s.connections == 2  # a fresh connection, and a clean answer on it
 
 
 @pytest.mark.parametrize("stall", ["head", "body"])
-def test_silent_server_is_httpx_read_timeout(stall: str) -> None:
+def test_a_silent_server_is_a_timeout_error_on_the_request(stall: str) -> None:
     async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
         if stall == "body":
-            w.write(CHUNKED_HEAD + b"3\r\nabc\r\n")
+            w.write(SSE_HEAD + b"%x\r\n%s\r\n" % (len(event(0)), event(0)))
         await asyncio.sleep(5)
         return False
 
-    async def go() -> None:
-        async with Server(handler) as s, client(read=0.2) as c, c.stream("GET", s.url) as r:
-            await r.aread()
-
-    with pytest.raises(httpx.ReadTimeout):
-        run(go())
+    (rec,), _ = sends(handler, timeout_s=0.2)
+    assert rec.error is not None and "Timeout" in rec.error.split(":")[0]
+    assert rec.token_ids == ([100] if stall == "body" else [])
 
 
 @pytest.mark.parametrize(("wire", "words"), [
-    (CHUNKED_HEAD + b"zz\r\nhello\r\n0\r\n\r\n", "malformed chunk size"),
-    (CHUNKED_HEAD + b"5\r\nhelloXX0\r\n\r\n", "not followed by CRLF"),
-    (CHUNKED_HEAD + b"5\r\nhel", "incomplete chunked read"),
-    (b"HTTP/1.1 2OO OK\r\n\r\n", "malformed response head"),
-    (b"", "without sending a response"),
+    (SSE_HEAD + b"zz\r\nhello\r\n0\r\n\r\n", "ClientResponseError: Invalid character in chunk size: b'zz' ^"),
+    (SSE_HEAD + b"5\r\nhelloXX0\r\n\r\n", "ClientResponseError: Expected LF after chunk data: b'helloXX0' ^"),
+    (SSE_HEAD + b"5\r\nhel", "ClientPayloadError: Response payload is not completed"),
+    (b"HTTP/1.1 2OO OK\r\n\r\n", "ClientResponseError: Bad status line: Invalid status code: b'HTTP/1.1 2OO OK' ^"),
+    (b"", "ServerDisconnectedError"),
 ])
-def test_bad_framing_is_remote_protocol_error(wire: bytes, words: str) -> None:
+def test_bad_framing_is_an_error_on_the_request(wire: bytes, words: str) -> None:
+    (rec,), _ = sends(answers(wire, keep=False))
+    assert rec.error is not None and rec.error.startswith(words), rec.error
+    assert "\n" not in rec.error and "127.0.0.1" not in rec.error  # one line, the same whatever the engine's port
+    assert rec.token_ids == [] and rec.e2e_s is not None
+
+
+def _workload() -> Workload:
+    reqs = tuple(ReplayRequest(key=f"s{i}/0", session=f"s{i}", turn=0, phase="a", messages=(("user", "x"),))
+                 for i in range(2))
+    return Workload(name="w", phases=(("a", reqs),), max_tokens=4, top_logprobs=2)
+
+
+@pytest.mark.parametrize("metrics", [b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n", b""])
+def test_a_failing_metrics_endpoint_loses_the_counters_not_the_replay(metrics: bytes) -> None:
+    ok = b'vllm:prefix_cache_queries_total{engine="0"} 3.0\n'
+
     async def handler(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
-        w.write(wire)
-        return False
+        if head.startswith(b"GET /metrics"):
+            w.write(metrics)
+            return bool(metrics)
+        w.write(stream(4))
+        return True
 
-    async def go() -> None:
-        async with Server(handler) as s, client() as c:
-            await c.get(s.url)
+    async def go(h: Handler) -> Transcript:
+        async with Server(h) as s:
+            return await replay(s.url, "m", _workload(), timeout_s=5)
 
-    with pytest.raises(httpx.RemoteProtocolError, match=words):
-        run(go())
+    transcript = asyncio.run(asyncio.wait_for(go(handler), 20))
+    assert all(clean(r) for r in transcript.requests) and len(transcript.requests) == 2
+    assert transcript.metrics == {}
 
+    async def counting(n: int, head: bytes, body: bytes, w: asyncio.StreamWriter) -> bool:
+        if head.startswith(b"GET /metrics"):
+            w.write(sized(ok.replace(b"3.0", b"%d.0" % (3 * counting.calls))))  # type: ignore[attr-defined]
+            counting.calls += 1  # type: ignore[attr-defined]
+            return True
+        w.write(stream(4))
+        return True
 
-def test_replay_transport_choice() -> None:
-    assert replay_transport("httpx") is None  # httpx's own stack
-    assert isinstance(replay_transport("lean"), LeanTransport)
-    with pytest.raises(ValueError, match="VMATRIX_REPLAY_TRANSPORT: unknown replay transport 'h2'"):
-        replay_transport("h2")
-
-
-def test_env_var_picks_the_transport(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("VMATRIX_REPLAY_TRANSPORT", "httpx")
-    assert replay_transport() is None
-    monkeypatch.delenv("VMATRIX_REPLAY_TRANSPORT")
-    assert isinstance(replay_transport(), LeanTransport)
+    counting.calls = 1  # type: ignore[attr-defined]
+    # The same replay with /metrics answering: a delta (the scrape works over the replay's session).
+    assert asyncio.run(asyncio.wait_for(go(counting), 20)).metrics == {"a": {"vllm:prefix_cache_queries_total": 3.0}}
