@@ -231,7 +231,7 @@ class Exercised:
 
 
 def _total(metrics: dict[str, dict[str, float]], name: str) -> float:
-    # jobs.metrics.total, without importing the scraper (httpx, prometheus_client) here.
+    # jobs.metrics.total, without importing the scraper (aiohttp, prometheus_client) here.
     return sum(phase.get(name, 0.0) for phase in metrics.values())
 
 
