@@ -251,12 +251,25 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
     from db.queries import list_runs
     from orchestrator.matrix import describe_knobs
 
+    # A person reads this at 80 columns: short ids, knobs wrapped between knobs (never
+    # inside one), the status only where no verdict says it, and the failure signature
+    # on a wider terminal (`results show` has all of it).
+    wide = console.width >= 120
     table = Table()
-    for col in ("run", "cell", "engine", "knobs", "status", "verdict", "time", "signature"):
-        table.add_column(col, overflow="fold")
+    table.add_column("run", justify="right", no_wrap=True)
+    table.add_column("cell", no_wrap=True)
+    table.add_column("engine", overflow="fold")
+    table.add_column("knobs", ratio=1, overflow="fold")
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("time", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("signature", overflow="fold", ratio=1)
     for r in list_runs(open_store(db), sweep_id=sweep):
-        table.add_row(str(r.run_id), r.cell_id[:12], r.engine, describe_knobs(r.knobs), r.status,
-                      r.verdict or "-", f"{r.total_s:.0f}s" if r.total_s else "-", (r.signature or "")[:80])
+        knobs = "\n".join(describe_knobs(r.knobs).split(", "))  # one knob a line when it must wrap
+        knobs = describe_knobs(r.knobs) if wide else knobs
+        verdict = r.verdict or r.status
+        row = [str(r.run_id), r.cell_id[:8], r.engine, knobs, verdict, f"{r.total_s:.0f}s" if r.total_s else "-"]
+        table.add_row(*row, *([(r.signature or "")[:120]] if wide else []))
     console.print(table)
 
 

@@ -48,6 +48,40 @@ def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_pat
     assert f"run {run}: clean" in row
 
 
+def test_results_ls_reads_at_80_columns(tmp_path: Path) -> None:
+    """Hand-recorded runs of the quickstart's cells (no engine): at 80 columns every line
+    fits, knobs wrap between knobs and a run is at most two lines; wider, the signature shows."""
+    import time
+
+    from db.store import Store
+    from jobs.records import Transcript
+    from orchestrator.cells import Grade, RunOutcome
+    from orchestrator.matrix import expand
+    from orchestrator.spec import load_spec
+
+    plan = expand(load_spec(QUICKSTART, check_index=False), str(QUICKSTART))
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    sweep = store.create_sweep("q", str(QUICKSTART), QUICKSTART.read_text())
+    for cell in plan.cells:
+        store.add_cell(sweep, cell)
+        crashed = cell.knobs.get("prefix_caching") and cell.knobs.get("speculative")
+        run = store.record_run(sweep, RunOutcome(cell.id, "crashed" if crashed else "ok", time.time() - 40, time.time(),
+                                                 signature="TypeError: 'function' object is not subscriptable"
+                                                 if crashed else None, transcript=Transcript()))
+        store.record_grade(run, Grade("crashed" if crashed else "clean", "hand-written"))
+    store.close()
+    narrow = runner.invoke(app, ["results", "ls", "--db", str(db)], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    lines = narrow.output.splitlines()
+    assert all(len(line) <= 80 for line in lines) and "signature" not in narrow.output
+    body = [line for line in lines if line.startswith("│")]
+    assert len(body) <= 2 * len(plan.cells), narrow.output
+    assert any("│ spec=mtp:2" in line for line in body) and not any("prefix_ca " in line for line in body)
+    wide = runner.invoke(app, ["results", "ls", "--db", str(db)], env={"COLUMNS": "160"})
+    assert "signature" in wide.output and "prefix_caching=on, spec=mtp:2" in wide.output
+
+
 def test_bad_matrix_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(QUICKSTART.read_text().replace("prefix_caching: [", "prefix_cachng: ["))
