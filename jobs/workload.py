@@ -121,6 +121,17 @@ def align_boundary(defs: list[str], block_tokens: int) -> tuple[list[str], int |
     return out, line
 
 
+def probe_problem(prefix_tokens: int, block_tokens: int) -> str:
+    return (f"probe_block_tokens: a {prefix_tokens}-token prefix cannot be laid out so that a {block_tokens}-token "
+            "block ends right after a definition's name (it must fill at least one block)")
+
+
+def probe_fits(seed: int, prefix_tokens: int, block_tokens: int) -> bool:
+    """Whether :func:`build_workload` can lay this prefix out for probing."""
+    _, defs = corpus.system_prompt(random.Random(seed), corpus.lines_for(prefix_tokens))
+    return align_boundary(defs, block_tokens)[1] is not None
+
+
 PROBE_TAIL_LINES = 4  # lines before the probed one that a session's prompt has of its own
 
 
@@ -153,6 +164,10 @@ def build_workload(spec: WorkloadSpec) -> Workload:
     prompts: dict[str, tuple[str, list[str], int | None]] = {}
     sids = [f"s{s}" for s in range(spec.sessions + spec.agent_switches)]
     aligned, probe = align_boundary(defs, spec.probe_block_tokens) if spec.probe_block_tokens else (defs, None)
+    if spec.probe_block_tokens and probe is None:
+        # The spec validates this (WorkloadSpec._probe_fits); a workload that claims to probe
+        # and does not would grade its prefix-caching cells untested.
+        raise ValueError(probe_problem(spec.prefix_tokens, spec.probe_block_tokens))
     if probe is not None:
         # Each session's system prompt ends in its own last few lines (an agent switch takes
         # a session's), so the probes ask as many different lines, not one line again; the
@@ -168,6 +183,7 @@ def build_workload(spec: WorkloadSpec) -> Workload:
     # the recorded answer (sent back as history next turn) recites it correctly; it is
     # also what the request expects the model to answer.
     histories: dict[str, list[tuple[str, str]]] = {}
+    probes: list[str] = []
     for s, sid in enumerate(sids):
         _, mine, probe = prompts[sid]
         histories[sid] = []
@@ -177,6 +193,7 @@ def build_workload(spec: WorkloadSpec) -> Workload:
             # recites it from there (measured), whatever the restored state says.
             if probe is not None and t == (0 if s >= spec.sessions else 1):
                 user, i = corpus.user_turn(rng, [mine[probe]], t)[0], probe
+                probes.append(f"{sid}/{t}")
             else:
                 user, i = corpus.user_turn(rng, mine, t)
             histories[sid].append((user, corpus.answer(mine, i)))
@@ -197,10 +214,8 @@ def build_workload(spec: WorkloadSpec) -> Workload:
         sid = f"s{spec.sessions + k}"
         # An agent switch: a fresh session on a warm shared prefix, after the others.
         phases.append((f"switch-{k}", (request(sid, 0, f"switch-{k}"),)))
-    probes = tuple(f"{sid}/{t}" for s, sid in enumerate(sids) for t in range(spec.turns)
-                   if prompts[sid][2] is not None and t == (0 if s >= spec.sessions else 1))
     return Workload(name=spec.name, phases=tuple(phases), max_tokens=spec.max_tokens, top_logprobs=spec.top_logprobs,
-                    api=spec.api, probes=probes)
+                    api=spec.api, probes=tuple(probes))
 
 
 def _request_content(r: ReplayRequest) -> dict[str, object]:

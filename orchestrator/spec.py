@@ -173,6 +173,18 @@ class WorkloadSpec(_Strict):
             raise ValueError("`trace: FILE` goes with `kind: trace`, and only with it")
         return self
 
+    @model_validator(mode="after")
+    def _probe_fits(self) -> WorkloadSpec:
+        from jobs.workload import probe_fits, probe_problem
+
+        if self.probe_block_tokens is None:
+            return self
+        if self.kind == "trace":
+            raise ValueError("probe_block_tokens: a trace's prompts are its own; probing lays out canary prompts")
+        if not probe_fits(self.seed, self.prefix_tokens, self.probe_block_tokens):
+            raise ValueError(probe_problem(self.prefix_tokens, self.probe_block_tokens))
+        return self
+
 
 class Grading(_Strict):
     """Thresholds calibrated on the CPU engine (docs/GRADING.md).

@@ -195,6 +195,20 @@ def test_a_probing_workload_asks_each_session_once_for_the_line_the_boundary_spl
     assert workload_digest(spec) != workload_digest(spec.model_copy(update={"probe_block_tokens": None}))
 
 
+def test_a_probe_that_cannot_be_laid_out_is_a_spec_error(tmp_path: Path) -> None:
+    """A workload that claims to probe and does not would grade prefix caching untested."""
+    import pydantic
+
+    from orchestrator.spec import WorkloadSpec
+
+    with pytest.raises(pydantic.ValidationError, match="a 300-token prefix cannot be laid out .* 384-token block"):
+        WorkloadSpec(prefix_tokens=300, probe_block_tokens=384)
+    trace = tmp_path / "t.jsonl"
+    save_trace(small_trace(), trace)
+    with pytest.raises(pydantic.ValidationError, match="probe_block_tokens: a trace's prompts are its own"):
+        WorkloadSpec(kind="trace", trace=str(trace), probe_block_tokens=384)
+
+
 def test_truncated_jsonl_names_the_bad_line(tmp_path: Path) -> None:
     text = dump_trace(small_trace())
     cut = text[: text.index('"id":"s1"') + 20]  # dies inside line 3
