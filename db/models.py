@@ -225,6 +225,4 @@ class NoiseFloorRow(Base):
     flips: Mapped[int] = mapped_column(Integer)  # requests whose tokens differ at all
     max_drift: Mapped[float] = mapped_column(Float)
     max_flip_margin: Mapped[float | None] = mapped_column(Float)
-    # Largest top-1/top-2 margin difference on agreeing tokens; NULL on floors stored before 0009.
-    max_margin_drift: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)

@@ -309,5 +309,4 @@ class Store:
             return None
         from jobs.grade import NoiseFloor
 
-        return NoiseFloor(row.requests, row.identical, row.flips, row.max_drift, row.max_flip_margin,
-                          row.max_margin_drift), row.run_id
+        return NoiseFloor(row.requests, row.identical, row.flips, row.max_drift, row.max_flip_margin), row.run_id

@@ -292,7 +292,6 @@ class NoiseFloor:
     flips: int  # requests whose tokens differ at all
     max_drift: float
     max_flip_margin: float | None  # the control's largest margin at any of those differences
-    max_margin_drift: float | None = None  # None: measured before margin drift was (stored floors)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -307,7 +306,7 @@ def noise_floor(repeat: Transcript, control: Transcript, end_tokens: frozenset[i
     r = repeatability(repeat, control, end_tokens)
     if r.missing:
         raise ValueError("a control repeat with failed requests cannot measure a noise floor")
-    return NoiseFloor(r.requests, r.identical, r.diverged, r.drift_max, r.max_margin_at_divergence, r.margin_drift_max)
+    return NoiseFloor(r.requests, r.identical, r.diverged, r.drift_max, r.max_margin_at_divergence)
 
 
 BF16_SIGNIFICANT_BITS = 8  # 7 stored mantissa bits and the implicit leading one
@@ -521,7 +520,6 @@ class Repeatability:
     drift_max: float
     max_margin_at_divergence: float | None  # None: no divergence (or no margin recorded there)
     first_index_median: float | None  # how deep into the continuation the runs part
-    margin_drift_max: float = 0.0
 
 
 def repeatability(later: Transcript, earlier: Transcript, end_tokens: frozenset[int] = frozenset()) -> Repeatability:
@@ -544,5 +542,4 @@ def repeatability(later: Transcript, earlier: Transcript, end_tokens: frozenset[
         drift_max=drifts[-1] if drifts else 0.0,
         max_margin_at_divergence=max(margins) if margins else None,
         first_index_median=median(firsts) if firsts else None,
-        margin_drift_max=max((g.margin_drift for g in grades if g.verdict != "missing"), default=0.0),
     )

@@ -432,7 +432,7 @@ def test_margin_drift_is_evidence_and_not_a_verdict() -> None:
 
     cell = tx([1, 2, 3])
     cell.requests[0].margins = [1.5, 0.56, 1.5]
-    verdict, _, evidence = grade_transcripts(cell, tx([1, 2, 3]), 0.04, floor=NoiseFloor(1, 1, 0, 0.0, None, 0.0),
+    verdict, _, evidence = grade_transcripts(cell, tx([1, 2, 3]), 0.04, floor=NoiseFloor(1, 1, 0, 0.0, None),
                                              logit_scale=27.4)
     assert verdict == "clean"
     assert evidence["max_margin_drift"] == pytest.approx(0.94) and evidence["max_margin_drift_at"] == "session s0 turn 0 token 1"
