@@ -64,6 +64,12 @@ class Cell:
     def is_control(self) -> bool:
         return self.control_id is None
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Cell:
+        """The cell :meth:`to_json` stored, as it was recorded."""
+        return cls(data["id"], EngineRecipe(**data["engine"]), data["knobs"], ModelRef(**data["model"]),
+                   data["workload"], data["workload_digest"], data["control_id"], data.get("resources") or {})
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -265,8 +265,8 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
     if wide:
         table.add_column("signature", overflow="fold", ratio=1)
     for r in list_runs(open_store(db), sweep_id=sweep):
-        knobs = "\n".join(describe_knobs(r.knobs).split(", "))  # one knob a line when it must wrap
-        knobs = describe_knobs(r.knobs) if wide else knobs
+        # Narrow: one knob a line, so a wrap never falls inside a knob.
+        knobs = describe_knobs(r.knobs).replace(", ", ", " if wide else "\n")
         verdict = r.verdict or r.status
         row = [str(r.run_id), r.cell_id[:8], r.engine, knobs, verdict, f"{r.total_s:.0f}s" if r.total_s else "-"]
         table.add_row(*row, *([(r.signature or "")[:120]] if wide else []))

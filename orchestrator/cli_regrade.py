@@ -13,9 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from images.recipe import EngineRecipe
 from orchestrator.canary import canary_dir, is_canary
-from orchestrator.cells import Cell, ModelRef
+from orchestrator.cells import Cell
 from orchestrator.cli_common import DbOpt, console, fail, open_store
 
 
@@ -25,11 +24,10 @@ def recorded_cell(spec: dict[str, Any] | None) -> Cell | None:
     matching id. A canary is read from this checkout, where its recorded path may not exist."""
     if spec is None:
         return None
-    model = ModelRef(**spec["model"])
-    if is_canary(model.name):
-        model = replace(model, path=str(canary_dir(model.name.removeprefix("canary:"))))
-    return Cell(spec["id"], EngineRecipe(**spec["engine"]), spec["knobs"], model, spec["workload"],
-                spec["workload_digest"], spec["control_id"], spec.get("resources") or {})
+    cell = Cell.from_json(spec)
+    if is_canary(cell.model.name):
+        cell = replace(cell, model=replace(cell.model, path=str(canary_dir(cell.model.name.removeprefix("canary:")))))
+    return cell
 
 
 def results_regrade(

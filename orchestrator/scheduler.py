@@ -179,12 +179,13 @@ def exercised(cell: Cell) -> Exercised:
     """What a cell claims to test, for the grader's coverage check: its knobs, and the
     restart points of its workload."""
     knobs = cell.knobs
+    workload = WorkloadSpec(**cell.workload)
     return Exercised(
         prefix_caching=bool(knobs.get("prefix_caching")),
         speculative=knobs.get("speculative") is not None,
         lmcache=lmcache_on(knobs),
-        restart_points=build_workload(WorkloadSpec(**cell.workload)).restart_points,
-        probe_block_tokens=WorkloadSpec(**cell.workload).probe_block_tokens,
+        restart_points=build_workload(workload).restart_points,
+        probe_block_tokens=workload.probe_block_tokens,
     )
 
 
