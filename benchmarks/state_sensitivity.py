@@ -102,19 +102,13 @@ def probe_margins(store: Store, cell: Cell, run_id: int, control_run_id: int | N
         return min((m for m in r.margins[:span] if m is not None), default=float("nan"))
 
     both = [k for k in mine if k in theirs and not mine[k].error]
+    if not both:
+        return "-"
     spans = {k: answer_span(theirs[k].token_ids, ends) for k in both}
     right = sum(bool(r.expect and r.expect.matches(r.answer)) for k, r in mine.items() if k in both)
     cell_m = sum(least(mine[k], spans[k]) for k in both) / len(both)
     ctrl_m = sum(least(theirs[k], spans[k]) for k in both) / len(both)
     return f"{right}/{len(both)}, {cell_m:.2f} ({ctrl_m:.2f})"
-
-
-def scale_args(scale: float) -> list[str]:
-    return ["--additional-config", json.dumps({"vmatrix_carried_state_scale": scale})]
-
-
-def scale_of(extra_args: tuple[str, ...]) -> float:
-    return float(json.loads(extra_args[1])["vmatrix_carried_state_scale"])
 
 
 def main() -> None:
