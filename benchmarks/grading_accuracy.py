@@ -28,13 +28,13 @@ from sqlalchemy import select
 from db.models import Run
 from db.store import Store
 from jobs.grade import grade_transcripts, noise_floor
-from jobs.records import Transcript
 from jobs.symptoms import acceptance
 from orchestrator.canary import excused_symptoms
 from orchestrator.matrix import describe_knobs, expand
 from orchestrator.run_cell import run_cell
 from orchestrator.scheduler import end_tokens_for, exercised, model_logit_scale, run_sweep
 from orchestrator.spec import parse_spec
+from vmatrix.records import Transcript
 
 MATRIX = """\
 name: grading-accuracy

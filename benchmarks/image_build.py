@@ -21,7 +21,8 @@ import statistics
 import time
 
 from images.build import ImageOptions, build_image, client
-from images.recipe import EngineRecipe, patch_set_digest
+from images.recipe import patch_set_digest
+from vmatrix.recipe import EngineRecipe
 
 
 def main() -> None:

@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.replay import client_session, replay, send
 from jobs.traces import synth_trace, trace_to_workload
-from jobs.workload import ReplayRequest, Workload
+from vmatrix.workload import ReplayRequest, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "stub"

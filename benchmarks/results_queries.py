@@ -67,9 +67,10 @@ from db.reads import cell_results, metric_totals_for, open_sqlite_at_head
 from db.samples import summary_row
 from db.store import Store
 from db.table import lookup_table
-from jobs.records import RequestRecord
-from orchestrator.cells import Cell, EngineRecipe
 from orchestrator.spec import Knobs
+from vmatrix.cells import Cell
+from vmatrix.recipe import EngineRecipe
+from vmatrix.records import RequestRecord
 
 ENGINES = (EngineRecipe(vllm="0.27.1"), EngineRecipe(vllm="0.28.0"))
 SPECULATIVE = (None, *({"method": "mtp", "num_speculative_tokens": k} for k in (1, 2, 3)),

@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 
 from db.store import Store
-from jobs.records import RequestRecord, answer_span
 from jobs.workload import build_workload
-from orchestrator.cells import Cell
 from orchestrator.matrix import expand
 from orchestrator.scheduler import end_tokens_for, run_sweep
 from orchestrator.spec import WorkloadSpec, parse_spec
+from vmatrix.cells import Cell
+from vmatrix.records import RequestRecord, answer_span
 
 # patch -> (its --additional-config key, the degrees measured, the harmless one)
 MECHANISMS = {

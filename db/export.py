@@ -19,13 +19,10 @@ from db.compare import rates
 from db.models import CellRow, RequestRow, Run, SweepCell
 from db.queries import _with_verdicts, knob_text, metric_totals_for
 from db.store import Store
+from vmatrix.errors import ExportError
 
 Format = Literal["csv", "json", "parquet"]
 FORMATS: tuple[Format, ...] = ("csv", "json", "parquet")
-
-
-class ExportError(RuntimeError):
-    """An export that cannot be written; the message is one line for the user."""
 
 
 def _flat_knob(value: Any) -> Any:
@@ -109,7 +106,7 @@ def _write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise ExportError("--format parquet needs pyarrow, which is not installed (pip install pyarrow)") from None
+        raise ExportError.naming("{format} parquet needs pyarrow, which is not installed (pip install pyarrow)") from None
     names = list(rows[0]) if rows else ["run_id"]
     columns = {}
     for name in names:

@@ -31,7 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from db.reads import LEGACY_VERDICTS  # with the reads that bypass the ORM, which apply it too
+from vmatrix.cells import LEGACY_VERDICTS
 
 
 class VerdictName(TypeDecorator[str]):
@@ -143,7 +143,7 @@ class RequestRow(Base):
     text: Mapped[str] = mapped_column(Text)
     finish_reason: Mapped[str | None] = mapped_column(String)
     ttft_s: Mapped[float | None] = mapped_column(Float)
-    # Inter-token latencies (jobs.records.RequestRecord.itl_s); NULL on runs recorded
+    # Inter-token latencies (vmatrix.records.RequestRecord.itl_s); NULL on runs recorded
     # before they were (migration 0007).
     itl_s: Mapped[list[Any] | None]
     e2e_s: Mapped[float | None] = mapped_column(Float)
@@ -151,7 +151,7 @@ class RequestRow(Base):
     # Engine restarts before this request (trace restart points); 0 for runs recorded
     # before restarts existed (migration 0004).
     restarts: Mapped[int] = mapped_column(Integer, server_default="0")
-    # What the answer should be (jobs.expect.Expectation's JSON form) and how many
+    # What the answer should be (vmatrix.expect.Expectation's JSON form) and how many
     # characters of `text` came before the model's end-of-turn token; NULL on runs
     # recorded before them (migration 0008), and where unknown.
     expect: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))  # None: SQL NULL, not 'null'

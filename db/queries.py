@@ -31,6 +31,7 @@ from db.reads import chunks as _chunks
 from db.samples import quantile
 from db.store import Store
 from db.table import RENDER_WIDTH, SIGNATURE_WIDTH, Table, knob_text, lookup_table, render_table  # noqa: F401
+from vmatrix.errors import NotFoundError
 
 
 @dataclass(frozen=True)
@@ -151,9 +152,9 @@ def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
             select(CellRow.id).where(CellRow.id.startswith(cell_id_prefix, autoescape=True)).limit(2)
         ).all()
         if not ids:
-            raise LookupError(f"no cell id starts with {cell_id_prefix!r}")
+            raise NotFoundError(f"no cell id starts with {cell_id_prefix!r}")
         if len(ids) > 1:
-            raise LookupError(f"cell id prefix {cell_id_prefix!r} matches several cells; give more of it")
+            raise NotFoundError(f"cell id prefix {cell_id_prefix!r} matches several cells; give more of it")
         cell = session.get_one(CellRow, ids[0])
         runs = session.scalars(
             select(Run).where(Run.cell_id == cell.id).order_by(Run.finished_at.desc(), Run.id.desc())
@@ -227,7 +228,7 @@ def sweep_info(store: Store, sweep_id: int) -> SweepInfo:
     with store.session() as session:
         sweep = session.get(Sweep, sweep_id)
         if sweep is None:
-            raise LookupError(f"no sweep {sweep_id}")
+            raise NotFoundError(f"no sweep {sweep_id}")
         return SweepInfo(sweep.id, sweep.name, sweep.spec_path, sweep.created_at, sweep.finished_at, sweep.spec_text)
 
 

@@ -30,13 +30,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from db.revision import HEAD_REVISION
+from vmatrix.cells import LEGACY_VERDICTS
 
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 
-# Cell verdicts renamed since; stored rows keep the old name (grades are append-only).
-# db.models' VerdictName applies the same map to ORM reads.
-LEGACY_VERDICTS = {"divergent": "corrupt"}
 
 
 @dataclass(frozen=True)

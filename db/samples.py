@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.records import RequestRecord
+from vmatrix.records import RequestRecord
 
 
 def decode_tps(n_tokens: int, ttft_s: float | None, e2e_s: float | None) -> float | None:

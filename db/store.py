@@ -22,9 +22,10 @@ from db.models import CellRow, GradeRow, MetricRow, NoiseFloorRow, RequestRow, R
 from db.reads import ReadConn, placeholder_for
 from db.revision import HEAD_REVISION
 from db.samples import summary_row
-from jobs.expect import Expectation
-from jobs.records import RequestRecord, Transcript
-from orchestrator.cells import Cell, Grade, RunOutcome
+from vmatrix.cells import Cell, Grade, RunOutcome
+from vmatrix.errors import StoreError
+from vmatrix.expect import Expectation
+from vmatrix.records import RequestRecord, Transcript
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -62,19 +63,15 @@ def _request_columns(r: RequestRecord) -> dict[str, Any]:
     return asdict(r) | {"expect": r.expect.to_json() if r.expect is not None else None}
 
 
-class StoreError(ValueError):
-    """The database cannot be opened; the message is one line naming it."""
-
-
 def _to_url(url_or_path: str | Path) -> URL:
     if isinstance(url_or_path, str) and "://" in url_or_path:
         try:
             url = make_url(url_or_path)
         except (ArgumentError, ValueError) as exc:
-            raise StoreError(f"--db {url_or_path!r}: not a SQLAlchemy URL ({exc})") from None
+            raise StoreError("{db} {url!r}: not a SQLAlchemy URL ({why})", url=url_or_path, why=str(exc)) from None
         if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
             # Migrations run on their own connection, which would see a different empty database.
-            raise StoreError(f"in-memory SQLite is not supported, use a file: {url_or_path}")
+            raise StoreError("{db} {url}: in-memory SQLite is not supported, use a file", url=url_or_path)
         if url.drivername == "postgresql":
             # SQLAlchemy's default PostgreSQL driver is psycopg2; the `pg` extra installs psycopg 3.
             url = url.set(drivername="postgresql+psycopg")
@@ -116,7 +113,8 @@ class Store:
             engine = create_engine(url)
         except (ArgumentError, ImportError, NoSuchModuleError) as exc:
             hint = "; install it with pip install 'vmatrix[pg]'" if url.get_backend_name() == "postgresql" else ""
-            raise StoreError(f"--db {shown}: cannot load the database driver ({exc}){hint}") from None
+            raise StoreError("{db} {shown}: cannot load the database driver ({why}){hint}", shown=shown, why=str(exc),
+                             hint=hint) from None
         if url.get_backend_name() == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
         try:
@@ -127,7 +125,7 @@ class Store:
                 command.upgrade(alembic_config(url), "head")
         except DatabaseError as exc:  # OperationalError, and "file is not a database" (a foreign file)
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc).splitlines()[0]
-            raise StoreError(f"--db {shown}: cannot open the database: {reason}") from None
+            raise StoreError("{db} {shown}: cannot open the database: {reason}", shown=shown, reason=reason) from None
         return cls(engine)
 
     def close(self) -> None:

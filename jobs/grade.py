@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from jobs import symptoms
-from jobs.records import RequestRecord, Transcript, answer_span
+from vmatrix.records import RequestRecord, Transcript, answer_span
 
 # Drift on tokens both runs agree on, beyond this multiple of the noise floor (its
 # measured drift, or the tie margin at one bf16 step of the logit scale when the repeat
@@ -110,7 +110,7 @@ class RequestGrade:
 def compare(cell: RequestRecord | None, control: RequestRecord, tie_margin: float = 0.0,
             end_tokens: frozenset[int] = frozenset()) -> RequestGrade:
     """One request of a cell against its control's, on the control's answer when
-    ``end_tokens`` say where it ends (:func:`jobs.records.answer_span`), else on all tokens."""
+    ``end_tokens`` say where it ends (:func:`vmatrix.records.answer_span`), else on all tokens."""
     where = {"session": control.session, "turn": control.turn}
     if cell is None or cell.error:
         return RequestGrade(control.key, "missing", **where, cell_text=(cell.error or "") if cell else "not sent",
@@ -173,7 +173,7 @@ class Recall:
 
 
 def recall(cell: Transcript, control: Transcript) -> Recall:
-    """Grade every answer with an expectation against it (:mod:`jobs.expect`), in both runs.
+    """Grade every answer with an expectation against it (:mod:`vmatrix.expect`), in both runs.
 
     Requests not answered in both (failed, or not sent) are left out: a failed request
     is ``missing`` already, a skipped one was never asked.

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.expect import tool_arguments
 from jobs.traces import (
     Session,
     SharedPrefix,
@@ -30,6 +29,7 @@ from jobs.traces import (
     session_problem,
     validate,
 )
+from vmatrix.expect import tool_arguments
 
 Message = tuple[str, str]  # (role, text): role is user, assistant or tool after normalising
 
@@ -248,7 +248,8 @@ def import_openai(path: Path, name: str | None = None, group: int = 0,
     sizes = Counter(key(r) for r in requests)
     order = sorted(sizes, key=lambda k: -sizes[k])  # stable: ties keep first appearance
     if not 0 <= group < len(order):
-        raise TraceError(f"{path}: --group {group} does not exist (the log has {len(order)} shared prefixes, 0..{len(order) - 1})")
+        raise TraceError("{path}: {group} {n} does not exist (the log has {count} shared prefixes, 0..{last})", path=path,
+                         n=group, count=len(order), last=len(order) - 1)
     chosen = order[group]
     sessions: list[_Request] = []  # latest request of each session
     retries = 0

@@ -46,8 +46,8 @@ import aiohttp
 
 from jobs.grade import first_divergence
 from jobs.metrics import delta, scrape
-from jobs.records import ControlReference, RequestRecord, Transcript
-from jobs.workload import Api, ReplayRequest, Workload
+from vmatrix.records import ControlReference, RequestRecord, Transcript
+from vmatrix.workload import Api, ReplayRequest, Workload
 
 
 def _token_id(token: str) -> int:

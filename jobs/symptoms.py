@@ -23,7 +23,7 @@ from typing import Any
 
 import regex
 
-from jobs.records import RequestRecord, Transcript
+from vmatrix.records import RequestRecord, Transcript
 
 # --- thresholds -----------------------------------------------------------------------
 

@@ -22,16 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from images.canary import corpus
-from jobs.expect import Expectation
-from jobs.workload import ReplayRequest, Workload
+from vmatrix.errors import TraceError
+from vmatrix.expect import Expectation
+from vmatrix.workload import ReplayRequest, Workload
 
 SCHEMA = "vmatrix.trace/1"
 MIX_KINDS = ("code", "tool", "prose")
 _TURN_KEYS = {"user", "assistant", "tool_results", "expect"}
-
-
-class TraceError(ValueError):
-    """A trace that cannot be used; the message is one line: ``FILE:LINE: problem``."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,7 @@ class Turn:
     ``user`` (may be empty when the step is fed by tool output only), then the
     recorded ``assistant`` answer, then the ``tool_results`` the answer's tool calls
     produced, which are sent (as ``tool`` messages) with the next turn. ``expect``:
-    what the replayed answer to this turn should be (jobs/expect.py), graded as recall
+    what the replayed answer to this turn should be (vmatrix/expect.py), graded as recall
     against the control's; None: not known.
     """
 
@@ -443,9 +440,9 @@ def synth_trace(
     kinds = tuple(mix)
     bad = [k for k in kinds if k not in MIX_KINDS]
     if bad or not kinds:
-        raise ValueError(f"unknown mix kind {bad[0]!r} (known: {', '.join(MIX_KINDS)})" if bad else "empty mix")
+        raise TraceError(f"unknown mix kind {bad[0]!r} (known: {', '.join(MIX_KINDS)})" if bad else "empty mix")
     if sessions < 1 or turns < 1 or switches < 0 or prefix_tokens < 16:
-        raise ValueError("need sessions >= 1, turns >= 1, switches >= 0, prefix_tokens >= 16")
+        raise TraceError("need sessions >= 1, turns >= 1, switches >= 0, prefix_tokens >= 16")
     rng = random.Random(seed)
     defs = corpus.definitions(rng, corpus.lines_for(prefix_tokens))
     prefix = SharedPrefix(system=corpus.HEADER, tools=corpus.TOOLS, persona="\n".join(defs))
@@ -475,7 +472,7 @@ def synth_trace(
     phases += [Phase(f"switch-{k}", ((f"s{sessions + k}", 0),)) for k in range(switches)]
     unknown = [r for r in restart_after if r not in {p.name for p in phases}]
     if unknown:
-        raise ValueError(f"restart_after names unknown phase {unknown[0]!r} (phases: {', '.join(p.name for p in phases)})")
+        raise TraceError(f"restart_after names unknown phase {unknown[0]!r} (phases: {', '.join(p.name for p in phases)})")
     name = name or f"synth-seed{seed}-s{sessions}-t{turns}-p{prefix_tokens}-k{switches}-{'+'.join(kinds)}"
     trace = Trace(name=name, prefix=prefix, sessions=tuple(all_sessions),
                   schedule=Schedule(phases=tuple(phases), restart_after=tuple(restart_after)))

@@ -12,55 +12,42 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import asdict, replace
+from typing import Literal, Protocol
 
 from images.canary import corpus
-from jobs.expect import Expectation
-
-if TYPE_CHECKING:
-    from orchestrator.spec import WorkloadSpec
-
-Api = Literal["chat", "completions"]  # the OpenAI API a workload is replayed through
+from vmatrix.expect import Expectation
+from vmatrix.workload import Api, ReplayRequest, Workload
 
 
-@dataclass(frozen=True)
-class ReplayRequest:
-    key: str  # "<session>/<turn>": the join key between a cell and its control
-    session: str
-    turn: int
-    phase: str
-    messages: tuple[tuple[str, str], ...]  # (role, content)
-    # What the answer should be (ground truth for recall grading); None: not known.
-    expect: Expectation | None = None
-
-    def chat_messages(self) -> list[dict[str, str]]:
-        return [{"role": role, "content": content} for role, content in self.messages]
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    phases: tuple[tuple[str, tuple[ReplayRequest, ...]], ...]  # run in order; requests within at once
-    max_tokens: int
-    top_logprobs: int
-    # Phases after which the engine is stopped and started again (trace restart points).
-    restart_after: tuple[str, ...] = ()
-    api: Api = "chat"
-    # Keys of the requests that ask for the line a cached block boundary splits (probe_block_tokens).
-    probes: tuple[str, ...] = ()
+class WorkloadParams(Protocol):
+    """What a workload is built from: the matrix's ``workload:`` section
+    (``orchestrator.spec.WorkloadSpec`` is one), read-only here."""
 
     @property
-    def requests(self) -> list[ReplayRequest]:
-        return [r for _, reqs in self.phases for r in reqs]
-
+    def name(self) -> str: ...
     @property
-    def restart_points(self) -> tuple[str, ...]:
-        """The restarts the replay executes, in phase order: every ``restart_after`` phase
-        but the last phase (nothing would follow it)."""
-        names = [name for name, _ in self.phases]
-        return tuple(n for n in names[:-1] if n in self.restart_after)
-
+    def kind(self) -> Literal["shared_prefix", "trace"]: ...
+    @property
+    def trace(self) -> str | None: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def prefix_tokens(self) -> int: ...
+    @property
+    def sessions(self) -> int: ...
+    @property
+    def turns(self) -> int: ...
+    @property
+    def agent_switches(self) -> int: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def top_logprobs(self) -> int: ...
+    @property
+    def probe_block_tokens(self) -> int | None: ...
+    @property
+    def api(self) -> Api: ...
 
 # Tokens before the first definition line's name (chat header, HEADER, the tools line and
 # the newline), and before each definition's words ("\n", "var", "_", four digits, " ="),
@@ -152,7 +139,7 @@ def session_tails(rng: random.Random, defs: list[str], probe: int, sessions: int
     return out
 
 
-def build_workload(spec: WorkloadSpec) -> Workload:
+def build_workload(spec: WorkloadParams) -> Workload:
     if spec.kind == "trace":
         from jobs.traces import load_trace, trace_to_workload
 
@@ -228,7 +215,7 @@ def _request_content(r: ReplayRequest) -> dict[str, object]:
     return content
 
 
-def workload_digest(spec: WorkloadSpec) -> str:
+def workload_digest(spec: WorkloadParams) -> str:
     wl = build_workload(spec)
     content: dict[str, object] = {
         "phases": [[name, [_request_content(r) for r in reqs]] for name, reqs in wl.phases],

@@ -24,9 +24,10 @@ from typing import Any
 
 from filelock import FileLock
 
-from orchestrator.cells import ModelRef, digest
 from orchestrator.paths import cache_dir
 from orchestrator.spec import ModelSpec
+from vmatrix.cells import ModelRef, digest
+from vmatrix.errors import CanaryError
 
 BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
 CORPUS = BUILDER.with_name("corpus.py")
@@ -68,10 +69,6 @@ def excused_symptoms(model_name: str) -> tuple[str, ...]:
 
 def is_canary(model_name: str) -> bool:
     return model_name.startswith("canary:")
-
-
-class CanaryError(ValueError):
-    pass
 
 
 def _recipe(name: str) -> dict[str, Any]:

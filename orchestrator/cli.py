@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli_bisect import bisect
-from orchestrator.cli_common import DbOpt, console, fail, gc_paused, open_for_reading, open_store
+from orchestrator.cli_common import Commands, DbOpt, console, fail, gc_paused, open_for_reading, open_store
 from orchestrator.cli_images import images_app
 from orchestrator.cli_noise import results_noise
 from orchestrator.cli_regrade import results_regrade
@@ -25,10 +25,10 @@ if TYPE_CHECKING:
 # the commands that read a matrix: `results table` and `results compare` should answer
 # in well under a second, and a third of that went on imports they never use.
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Test matrices of vLLM serving stacks.")
-sweep_app = typer.Typer(no_args_is_help=True, help="Plan and run matrix sweeps.")
-results_app = typer.Typer(no_args_is_help=True, help="Query recorded results.")
-canary_app = typer.Typer(no_args_is_help=True, help="The project's tiny hybrid canary models.")
+app = typer.Typer(cls=Commands, no_args_is_help=True, add_completion=False, help="Test matrices of vLLM serving stacks.")
+sweep_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Plan and run matrix sweeps.")
+results_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Query recorded results.")
+canary_app = typer.Typer(cls=Commands, no_args_is_help=True, help="The project's tiny hybrid canary models.")
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(results_app, name="results")
 app.add_typer(canary_app, name="canary")
@@ -49,18 +49,13 @@ ControlsOpt = Annotated[bool, typer.Option(
 
 
 def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = False) -> Plan:
-    from jobs.traces import TraceError
     from orchestrator.matrix import expand
-    from orchestrator.spec import SpecError, load_spec
+    from orchestrator.spec import load_spec
 
-    try:
-        spec = load_spec(path)
-        plan = expand(spec, str(path))
-        plan = plan.only_engines(engines) if engines else plan
-        return plan.only_controls() if controls_only else plan
-    except (SpecError, TraceError) as exc:
-        fail(str(exc))
-        raise  # unreachable; keeps type checkers honest
+    spec = load_spec(path)
+    plan = expand(spec, str(path))
+    plan = plan.only_engines(engines) if engines else plan
+    return plan.only_controls() if controls_only else plan
 
 
 def _cell_row(cell, role: str) -> list[str]:
@@ -123,7 +118,7 @@ def sweep_run(
 
     from db.queries import lookup_table, render_table
     from orchestrator.matrix import describe_knobs
-    from orchestrator.scheduler import SweepError, run_sweep
+    from orchestrator.scheduler import run_sweep
 
     plan = _plan(matrix, engine, controls_only)
     if runtime not in (None, "local", "docker"):
@@ -142,11 +137,8 @@ def sweep_run(
             if done:
                 progress.stop_task(tasks[cell_id])
 
-        try:
-            result = run_sweep(plan, store, sweep_id, runs_dir(), rerun=rerun, address=address, num_gpus=num_gpus,
-                               listener=listen, runtime=runtime, max_retries=retries)
-        except SweepError as exc:
-            fail(str(exc))
+        result = run_sweep(plan, store, sweep_id, runs_dir(), rerun=rerun, address=address, num_gpus=num_gpus,
+                           listener=listen, runtime=runtime, max_retries=retries)
     console.print(f"sweep {sweep_id}: ran {len(result.ran)} cells, skipped {len(result.skipped)} already recorded")
     axes = [name for name, values in plan.spec.axes if values is not None]
     console.print(render_table(lookup_table(store, ["engine"], axes or ["prefix_caching"], sweep_id=sweep_id), "text"))
@@ -167,9 +159,9 @@ def canary_build(
     """Find (shipped or cached) or build the canary model NAME and print its folder."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from images.recipe import EngineRecipe
-    from orchestrator.canary import SHIPPED, CanaryError, ensure_canary, shipped_dir, shipped_files
-    from orchestrator.runtimes.local import EnvBuildError, ensure_env
+    from orchestrator.canary import SHIPPED, ensure_canary, shipped_dir, shipped_files
+    from orchestrator.runtimes.local import ensure_env
+    from vmatrix.recipe import EngineRecipe
 
     recipe = EngineRecipe(vllm=vllm)
     bars = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -183,13 +175,10 @@ def canary_build(
         loss = f"loss {record['loss']:.3f}" if "loss" in record else ""
         bars.update(tasks[what], completed=record.get("step", 0), loss=loss)
 
-    try:
-        interpreter = python or ensure_env(recipe, runs_dir() / f"env-{recipe.env_id}.log").python
-        with bars:
-            out = ensure_canary(name, interpreter, log=runs_dir() / "canary-build.log", train=train, progress=step,
-                                device=device)
-    except (CanaryError, EnvBuildError) as exc:
-        fail(str(exc))
+    interpreter = python or ensure_env(recipe, runs_dir() / f"env-{recipe.env_id}.log").python
+    with bars:
+        out = ensure_canary(name, interpreter, log=runs_dir() / "canary-build.log", train=train, progress=step,
+                            device=device)
     console.print(out)
     shipped = shipped_dir(name)
     if train and shipped is not None:
@@ -280,10 +269,7 @@ def results_show(cell: str, db: DbOpt = None) -> None:
 
     from db.queries import show_cell
 
-    try:
-        detail = show_cell(open_store(db), cell)
-    except LookupError as exc:
-        fail(str(exc))
+    detail = show_cell(open_store(db), cell)
     console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
 
 

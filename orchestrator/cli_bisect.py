@@ -15,25 +15,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli_common import DB_HELP, console, err, fail, open_store
+from orchestrator.cli_common import DB_HELP, console, err, error_line, fail, open_store
 from orchestrator.paths import runs_dir
 
 if TYPE_CHECKING:  # imported by the command: loading the bisect machinery slows every other command
-    from orchestrator.bisect import BisectError, BisectReport, Step
+    from orchestrator.bisect import BisectReport, Step
 
 ANSWER_STYLE = {"good": "green", "bad": "red", "skip": "yellow"}
-
-
-def flag(field: str) -> str:
-    """The option of ``vmatrix bisect`` that sets a :class:`BisectRequest` field: wheel_url -> --wheel-url."""
-    return "--" + field.replace("_", "-")
-
-
-def error_line(exc: BisectError) -> str:
-    """A bisect error as the user reads it: the inputs it is about named by their flags."""
-    from orchestrator.bisect import BisectInputError
-
-    return exc.spelled(flag) if isinstance(exc, BisectInputError) else str(exc)
 
 
 def _outcome(step: Step) -> str:

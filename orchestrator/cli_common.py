@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer.core import TyperGroup
 
 from orchestrator.paths import default_db
+from vmatrix.errors import VmatrixError
 
 if TYPE_CHECKING:
     from db.reads import Readable
@@ -37,14 +39,32 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def open_store(db: str | Path | None) -> Store:
-    """The store at ``db`` (path or URL); a URL that cannot be used is a one-line error."""
-    from db.store import Store, StoreError
+def flag(field: str) -> str:
+    """The option that sets an input the library names by field: wheel_url -> --wheel-url."""
+    return "--" + field.replace("_", "-")
 
-    try:
-        return Store.open(db or default_db())
-    except StoreError as exc:
-        fail(str(exc))
+
+def error_line(exc: VmatrixError) -> str:
+    """A library error as the user reads it: the inputs it names spelled as this CLI's flags."""
+    return exc.spelled(flag)
+
+
+class Commands(TyperGroup):
+    """Every command group of `vmatrix`: a :class:`~vmatrix.errors.VmatrixError` from any
+    command is one line on stderr and exit code 2, caught here once."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except VmatrixError as exc:
+            fail(error_line(exc))
+
+
+def open_store(db: str | Path | None) -> Store:
+    """The store at ``db`` (path or URL); one that cannot be used is a one-line error."""
+    from db.store import Store
+
+    return Store.open(db or default_db())
 
 
 def open_for_reading(db: str | Path | None) -> Readable:

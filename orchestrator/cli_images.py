@@ -13,21 +13,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli_common import console, fail
+from orchestrator.cli_common import Commands, console
 from orchestrator.paths import runs_dir
 
-images_app = typer.Typer(no_args_is_help=True, help="Engine images for `runtime: docker`.")
+images_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Engine images for `runtime: docker`.")
 
 
 def _recipes_and_options(matrix: Path):  # type: ignore[no-untyped-def]
     from orchestrator.matrix import engine_recipes
-    from orchestrator.spec import SpecError, load_spec
+    from orchestrator.spec import load_spec
 
-    try:
-        spec = load_spec(matrix, check_index=False)
-        return engine_recipes(spec, str(matrix)), spec.images
-    except SpecError as exc:
-        fail(str(exc))
+    spec = load_spec(matrix, check_index=False)
+    return engine_recipes(spec, str(matrix)), spec.images
 
 
 @images_app.command("build")
@@ -37,7 +34,7 @@ def build(
     dockerfile: Annotated[bool, typer.Option(help="Print the rendered Dockerfiles, build nothing.")] = False,
 ) -> None:
     """Build (or find) the engine image of every engine in MATRIX."""
-    from images.build import ImageBuildError, build_image, render
+    from images.build import build_image, render
 
     recipes, options = _recipes_and_options(matrix)
     for recipe in recipes:
@@ -48,11 +45,8 @@ def build(
             continue
         log = runs_dir() / f"image-{recipe.env_id}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with console.status(f"{recipe.label}: building (log {log})"):
-                image = build_image(recipe, options, log=log, force=force)
-        except ImageBuildError as exc:
-            fail(str(exc))
+        with console.status(f"{recipe.label}: building (log {log})"):
+            image = build_image(recipe, options, log=log, force=force)
         what = "built" if image.built else "exists"
         console.print(f"{recipe.label}: {image.tag} ({what}, {image.seconds:.1f} s)", highlight=False)
 
@@ -60,12 +54,9 @@ def build(
 @images_app.command("ls")
 def ls() -> None:
     """List vmatrix engine images on the daemon."""
-    from images.build import ImageBuildError, list_images
+    from images.build import list_images
 
-    try:
-        images = list_images()
-    except ImageBuildError as exc:
-        fail(str(exc))
+    images = list_images()
     table = Table()
     for col in ("tag", "id", "engine", "size", "created"):
         table.add_column(col)
@@ -84,16 +75,13 @@ def prune(
     keep: Annotated[list[Path] | None, typer.Option(help="Keep the images of these matrix files.")] = None,
 ) -> None:
     """Remove engine images, except those the --keep matrices use (and those in use)."""
-    from images.build import ImageBuildError, prune_images, render
+    from images.build import prune_images, render
 
     tags = set()
     for matrix in keep or []:
         recipes, options = _recipes_and_options(matrix)
         tags |= {render(r, options).tag for r in recipes}
-    try:
-        removed = prune_images(tags)
-    except ImageBuildError as exc:
-        fail(str(exc))
+    removed = prune_images(tags)
     console.print(f"removed {len(removed)} image(s)" + (f": {', '.join(removed)}" if removed else ""),
                   highlight=False)
 
@@ -107,13 +95,9 @@ def base(
 ) -> None:
     """Build a Debian base image locally (debootstrap + import): no registry needed."""
     from images.base import build_base
-    from images.build import ImageBuildError
 
     log = runs_dir() / "image-base.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with console.status(f"debootstrap {suite} (log {log})"):
-            image = build_base(tag, suite, mirror, log=log, force=force)
-    except ImageBuildError as exc:
-        fail(str(exc))
+    with console.status(f"debootstrap {suite} (log {log})"):
+        image = build_base(tag, suite, mirror, log=log, force=force)
     console.print(f"{image.tag} ({'built' if image.built else 'exists'}, {image.seconds:.1f} s)", highlight=False)

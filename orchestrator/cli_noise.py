@@ -25,7 +25,7 @@ def results_noise(
     """Compare the latest two runs of every cell that ran twice: the noise floor."""
     from db.queries import knob_text, repeated_cells
     from jobs.grade import repeatability
-    from jobs.records import Transcript
+    from vmatrix.records import Transcript
 
     if fmt not in ("text", "json"):
         fail(f"--format: expected text or json, got {fmt!r}")

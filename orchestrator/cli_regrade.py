@@ -14,8 +14,8 @@ import typer
 from rich.table import Table
 
 from orchestrator.canary import canary_dir, is_canary
-from orchestrator.cells import Cell
 from orchestrator.cli_common import DbOpt, console, fail, open_store
+from vmatrix.cells import Cell
 
 
 def recorded_cell(spec: dict[str, Any] | None) -> Cell | None:

@@ -20,12 +20,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli_common import DbOpt, console, err, fail, gc_paused, open_for_reading, open_store
+from orchestrator.cli_common import Commands, DbOpt, console, err, fail, gc_paused, open_for_reading, open_store
 
 if TYPE_CHECKING:
     from db.compare import Comparison, Interval, PairResult, Rates
 
-results_extra = typer.Typer(no_args_is_help=True, help="Compare, export and diff recorded results.")
+results_extra = typer.Typer(cls=Commands, no_args_is_help=True, help="Compare, export and diff recorded results.")
 
 SweepOpt = Annotated[int | None, typer.Option("--sweep", help="Only this sweep.")]
 
@@ -148,18 +148,14 @@ def compare(
     if fmt not in ("text", "json"):
         fail(f"--format: '{fmt}' is not one of text, json")
     with gc_paused():
-        try:
-            result = compare_groups(
-                open_for_reading(db),
-                [CellFilter.parse(t) for t in baseline],
-                [CellFilter.parse(t) for t in candidate],
-                sweep_id=sweep,
-                resamples=resamples,
-                seed=seed,
-            )
-        except ValueError as exc:
-            fail(str(exc))
-            raise  # unreachable
+        result = compare_groups(
+            open_for_reading(db),
+            [f for t in baseline for f in CellFilter.parse(t, "baseline")],
+            [f for t in candidate for f in CellFilter.parse(t, "candidate")],
+            sweep_id=sweep,
+            resamples=resamples,
+            seed=seed,
+        )
         if not result.pairs and not result.unpaired_baseline and not result.unpaired_candidate:
             fail("no cell matches --baseline or --candidate")
         if fmt == "json":
@@ -176,15 +172,11 @@ def export(
     sweep: Annotated[int | None, typer.Option("--sweep", help="Only the runs this sweep recorded.")] = None,
 ) -> None:
     """Write one row per run: cell, engine, knobs, status, verdict, signature, timings, counters."""
-    from db.export import FORMATS, ExportError, export_runs
+    from db.export import FORMATS, export_runs
 
     if fmt not in FORMATS:
         fail(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
-    try:
-        n = export_runs(open_store(db), output, fmt, sweep_id=sweep)  # type: ignore[arg-type]
-    except ExportError as exc:
-        fail(str(exc))
-        raise  # unreachable
+    n = export_runs(open_store(db), output, fmt, sweep_id=sweep)  # type: ignore[arg-type]
     err.print(f"wrote {n} runs to {output}", highlight=False)
 
 
@@ -206,11 +198,7 @@ def diff(
 
     if fmt not in ("text", "json"):
         fail(f"--format: '{fmt}' is not one of text, json")
-    try:
-        result = diff_sweeps(open_store(db), sweep_a, sweep_b)
-    except LookupError as exc:
-        fail(str(exc))
-        raise  # unreachable
+    result = diff_sweeps(open_store(db), sweep_a, sweep_b)
     if fmt == "json":
         sys.stdout.write(json.dumps(dataclasses.asdict(result), indent=2, ensure_ascii=False) + "\n")
         return
@@ -241,10 +229,6 @@ def report(
     """Write one self-contained HTML page for SWEEP: tables, plots and evidence."""
     from db.report import write_report
 
-    try:
-        written = write_report(open_store(db), sweep, output)
-    except LookupError as exc:
-        fail(str(exc))
-        raise  # unreachable
+    written = write_report(open_store(db), sweep, output)
     err.print(f"wrote {output} ({len(written.cells)} cells, {len(written.remarkable)} with evidence)",
               highlight=False)

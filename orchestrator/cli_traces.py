@@ -18,16 +18,15 @@ from rich.table import Table
 from jobs.traces import (
     MIX_KINDS,
     Trace,
-    TraceError,
     load_trace,
     request_messages,
     save_trace,
     synth_trace,
     trace_digest,
 )
-from orchestrator.cli_common import console, err, fail
+from orchestrator.cli_common import Commands, console, err, fail
 
-traces_app = typer.Typer(no_args_is_help=True, help="Agent-session traces: synthesize, import, inspect.")
+traces_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Agent-session traces: synthesize, import, inspect.")
 
 
 
@@ -86,8 +85,6 @@ def import_(
     try:
         trace, report = IMPORTERS[fmt](src, **kwargs)
         save_trace(trace, out)
-    except TraceError as exc:
-        fail(str(exc))
     except OSError as exc:
         fail(f"{out}: cannot write: {exc.strerror}")
     skipped = f", {report.skipped} left out" if report.skipped else ""
@@ -136,10 +133,7 @@ def inspect(
     tokenizer: Annotated[Path | None, typer.Option(help="Model directory with tokenizer.json.")] = None,
 ) -> None:
     """Print the sizes of FILE's shared prefix, sessions and turns, and its schedule."""
-    try:
-        trace = load_trace(file)
-    except TraceError as exc:
-        fail(str(exc))
+    trace = load_trace(file)
     counter = _Counter(tokenizer)
     _show(_table(trace, counter), counter)
 

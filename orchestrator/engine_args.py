@@ -13,7 +13,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from images.recipe import EngineRecipe
+from vmatrix.recipe import EngineRecipe
 
 SERVED_NAME = "canary"
 

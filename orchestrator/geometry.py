@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from images.recipe import EngineRecipe
+from vmatrix.recipe import EngineRecipe
 
 # LMCache's own default chunk size (lmcache.v1.config, 0.5.x), used when the knob is unset.
 LMCACHE_DEFAULT_CHUNK = 256

@@ -14,8 +14,9 @@ from typing import Any
 from images.recipe import PatchSetError, patch_set_digest
 from jobs.workload import workload_digest
 from orchestrator.canary import CanaryError, model_ref
-from orchestrator.cells import Cell, EngineRecipe
 from orchestrator.spec import Knobs, MatrixSpec, Rule, SpecError
+from vmatrix.cells import Cell
+from vmatrix.recipe import EngineRecipe
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,8 @@ class Plan:
         unknown = [w for w in wanted if w not in have]
         if unknown:
             versions = sorted({c.engine.vllm for c in self.cells})
-            raise SpecError(f"--engine {unknown[0]}: not an engine of this matrix (engines: {', '.join(versions)})")
+            raise SpecError("{engine} {name}: not an engine of this matrix (engines: {known})", name=unknown[0],
+                            known=", ".join(versions))
         return Plan(self.spec, [c for c in self.cells if c.engine.vllm in wanted or c.engine.label in wanted])
 
     def only_controls(self) -> Plan:

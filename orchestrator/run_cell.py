@@ -23,31 +23,22 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
 
-from jobs.records import ControlReference
 from jobs.replay import model_end_tokens, replay
 from jobs.workload import build_workload
 from orchestrator import lmcache
-from orchestrator.cells import Cell, RunOutcome
-from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
+from orchestrator.engine_args import SERVED_NAME, engine_env
+from orchestrator.runtimes import EngineStart, Runtime
 from orchestrator.runtimes.affinity import engine_cpus
-from orchestrator.runtimes.local import CELL_ENV, OWNER_ENV, EngineProcess, EnvBuildError, ensure_env, free_port
-from orchestrator.spec import ImageOptions, Timeouts, WorkloadSpec
+from orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, Engine, free_port
+from orchestrator.runtimes.local import EngineProcess, LocalRuntime
+from orchestrator.spec import Timeouts, WorkloadSpec
+from vmatrix.cells import Cell, RunOutcome
+from vmatrix.errors import BuildError
+from vmatrix.records import ControlReference
 
 Report = Callable[[str, str], None]  # (cell_id, phase)
-
-
-@dataclass(frozen=True)
-class Runtime:
-    kind: Literal["local", "docker"] = "local"
-    images: ImageOptions | None = None  # docker: how images are built
-    sweep: str = ""  # docker: the sweep id, as a container label
-    # host:pid of the sweep's driver: engines and containers carry it, so the next
-    # sweep's reaper can tell when their orchestrator was killed.
-    owner: str = ""
 
 
 def _gpu_ids(cell: Cell) -> list[str]:
@@ -60,56 +51,18 @@ def _gpu_ids(cell: Cell) -> list[str]:
     return [i for i in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if i]
 
 
-def _hf_cache() -> list[str]:
-    home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
-    return [home] if os.path.isdir(home) else []
-
-
 def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_ids: list[str],
-            run_dir: Path) -> tuple[Any, dict, lmcache.LMCacheSetup | None]:
-    """The runtime's environment (built if needed), the cell's LMCache setup, and an
-    engine, not started yet.
-
-    Raises EnvBuildError when the environment cannot be built.
-    """
+            run_dir: Path) -> tuple[Engine, dict, lmcache.LMCacheSetup | None]:
+    """The runtime's engine environment (built if needed), an engine for the cell in it
+    (not started yet), and the cell's LMCache setup. Raises BuildError."""
     env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
     if runtime.owner:
         env_vars[OWNER_ENV] = runtime.owner
-    port = free_port()
-    cpus = tuple(engine_cpus(gpu_ids)) if cell.engine.accelerator == "cuda" else ()
-    if runtime.kind == "docker":
-        if cell.knobs.get("lmcache_connector"):
-            raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
-        from orchestrator.runtimes.docker import (
-            CONTAINER_PORT,
-            LABEL_CELL,
-            LABEL_OWNER,
-            LABEL_SWEEP,
-            EngineContainer,
-            ensure_image,
-            reap_containers,
-        )
-
-        reap_containers()  # containers of a killed attempt of this (or any) cell on this host
-        image = ensure_image(cell.engine, runtime.images, log_dir / f"image-{cell.engine.env_id}.log")
-        argv = engine_argv(image.python, cell.engine, cell.knobs, cell.model.path, CONTAINER_PORT, host="0.0.0.0")
-        engine = EngineContainer(
-            image=image.tag, argv=argv, env=env_vars, log_path=engine_log, port=port, cpus=cpus,
-            labels={LABEL_SWEEP: runtime.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: runtime.owner} if runtime.owner else {}),
-            mounts=[cell.model.path, *_hf_cache()],
-            # CPU engines take no device request, even when Ray hands out logical GPUs.
-            gpu_ids=gpu_ids if cell.engine.accelerator == "cuda" else [],
-        )
-        return engine, image.fingerprint, None
-    env = ensure_env(cell.engine, log_dir / f"env-{cell.engine.env_id}.log")
-    # The cell's own LMCache state (config, L2) lives in its run folder, nowhere shared.
-    lmc = lmcache.prepare(cell.knobs, env.python, run_dir, (free_port(), free_port()))
-    argv = engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, port,
-                       kv_transfer=lmc.kv_transfer if lmc else None)
-    if gpu_ids:
-        env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
-    engine = EngineProcess(argv=argv, env=env_vars | (lmc.env if lmc else {}), log_path=engine_log, port=port,
-                           cpus=cpus)
+    env = runtime.environment(cell.engine, log_dir)
+    start = EngineStart(cell=cell, env=env_vars, port=free_port(),
+                        cpus=tuple(engine_cpus(gpu_ids)) if cell.engine.accelerator == "cuda" else (),
+                        gpu_ids=gpu_ids, log_path=engine_log, run_dir=run_dir)
+    engine, lmc = runtime.engine(env, start)
     return engine, env.fingerprint, lmc
 
 
@@ -118,7 +71,7 @@ def run_cell(
     control: ControlReference | None = None, runtime: Runtime | None = None,
 ) -> RunOutcome:
     """``control``: the control's tokens, for early abort (grading.abort_after); None: replay all."""
-    runtime = runtime or Runtime()
+    runtime = runtime or LocalRuntime()
     say = (lambda phase: report(cell.id, phase)) if report else (lambda phase: None)
     started = time.time()
     timings: dict[str, float] = {}
@@ -137,12 +90,12 @@ def run_cell(
         outcome.timings = timings
         return outcome
 
-    say("building image" if runtime.kind == "docker" else "building env")
+    say(runtime.building)
     t = time.monotonic()
     try:
         engine, outcome.fingerprint, lmc = _engine(cell, runtime, log_dir, engine_log, gpu_ids,
                                                    log_dir / f"{cell.id}-{stamp}")
-    except EnvBuildError as exc:
+    except BuildError as exc:
         return finish(status="startup_failed", signature=str(exc), message=str(exc))
     timings["env_s"] = time.monotonic() - t
     sidecar = None

@@ -31,23 +31,22 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from db.models import Run
 from db.store import Store
 from jobs.grade import Exercised, NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor, scaled_tie_margin
-from jobs.records import ControlReference, Transcript
 from jobs.replay import model_end_tokens
 from jobs.workload import build_workload
 from orchestrator.canary import CanaryError, canary_dir, ensure_canary, excused_symptoms, logit_scale
-from orchestrator.cells import STATUSES, Cell, Grade, RunOutcome
 from orchestrator.geometry import lmcache_on, violations
 from orchestrator.matrix import Plan
-from orchestrator.run_cell import Runtime, run_cell
-from orchestrator.runtimes.local import ensure_env, owner_id, reap_orphans
+from orchestrator.run_cell import run_cell
+from orchestrator.runtimes import Runtime, runtime_named
+from orchestrator.runtimes.engine import owner_id
+from orchestrator.runtimes.local import ensure_env, reap_orphans
 from orchestrator.runtimes.signature import engine_block_tokens
 from orchestrator.spec import Grading, Timeouts, WorkloadSpec
+from vmatrix.cells import STATUSES, Cell, Grade, RunOutcome
+from vmatrix.errors import SweepError
+from vmatrix.records import ControlReference, Transcript
 
 FINAL = STATUSES  # every recorded status is final: a cell that has one is not run again
-
-
-class SweepError(RuntimeError):
-    """The sweep cannot start at all (not: a cell failed)."""
 
 
 @ray.remote
@@ -354,12 +353,9 @@ def run_sweep(
         return result
 
     t0 = time.monotonic()
-    kind = runtime or plan.spec.runtime
+    rt = runtime_named(runtime or plan.spec.runtime, images=plan.spec.images, sweep=str(sweep_id), owner=owner_id())
     reap_orphans()  # engines left by an orchestrator that was killed
-    if kind == "docker":
-        from orchestrator.runtimes.docker import reap_containers
-
-        reap_containers()
+    rt.reap()  # and the runtime's own (containers)
     prepare_model(plan, log_dir)
     if not ray.is_initialized():
         if address:
@@ -371,7 +367,6 @@ def run_sweep(
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     board = _Board.options(scheduling_strategy=here).remote()
     task = ray.remote(_task)
-    rt = Runtime(kind=kind, images=plan.spec.images, sweep=str(sweep_id), owner=owner_id())  # type: ignore[arg-type]
     attempts: dict[str, list[dict[str, object]]] = {}
     pending: dict[ray.ObjectRef, Cell] = {}
     control_refs: dict[str, list[ray.ObjectRef]] = {}

@@ -23,13 +23,11 @@ from pydantic import (
 )
 
 from images.build import ImageOptions
-from jobs.workload import Api
+from vmatrix import selector
+from vmatrix.errors import SpecError
+from vmatrix.workload import Api
 
 __all__ = ["ImageOptions", "MatrixSpec", "SpecError", "load_spec", "parse_spec"]
-
-
-class SpecError(ValueError):
-    """A matrix file that cannot be used; the message is one line naming file, line and field."""
 
 
 class _Strict(BaseModel):
@@ -43,10 +41,9 @@ class Speculative(_Strict):
 
 
 def _spec_off(value: Any) -> Any:
-    # YAML 1.1 reads a bare `off` as False; users mean "speculative decoding off".
-    if value is False or value is None or value in ("off", "none"):
-        return None
-    return value
+    # YAML 1.1 reads a bare `off` as False; users mean "speculative decoding off". Every
+    # off spelling of the selector grammar (vmatrix.selector) is off here too.
+    return None if selector.is_off(value) else value
 
 
 SpeculativeKnob = Annotated[Speculative | None, BeforeValidator(_spec_off)]

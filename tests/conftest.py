@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.records import RequestRecord, Transcript
+from vmatrix.records import RequestRecord, Transcript
 
 TEST_PG = os.environ.get("VMATRIX_TEST_PG") == "1"
 BACKENDS = ["sqlite", "postgresql"] if TEST_PG else ["sqlite"]
@@ -149,14 +149,14 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
     """Plan with the canary as it was at 698bac9, for tests that pin cell ids computed
     then: the model is part of a cell's identity, and a retrained canary is a new model,
     so without this every canary change would look like an identity break. Likewise the
-    canary workload's requests carried no expected answers then (jobs/expect.py); they
+    canary workload's requests carried no expected answers then (vmatrix/expect.py); they
     are part of its digest now, so its workloads are built without them here; and the
     corpus they were built from has changed since (the recalling canary's language)."""
     from dataclasses import replace
 
     from jobs import workload
     from orchestrator import matrix
-    from orchestrator.cells import ModelRef
+    from vmatrix.cells import ModelRef
 
     build = workload.build_workload
 

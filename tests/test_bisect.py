@@ -29,7 +29,6 @@ from packaging.version import Version
 from typer.testing import CliRunner
 
 from db.store import Store
-from jobs.records import RequestRecord, Transcript
 from orchestrator.bisect import BisectError, BisectRequest, run_bisect
 from orchestrator.bisect.commits import DEFAULT_WHEEL_URL, commit_candidates, commit_recipe, commit_version, wheel_for
 from orchestrator.bisect.evaluate import request_metrics
@@ -37,12 +36,14 @@ from orchestrator.bisect.predicate import Observation, parse_predicate
 from orchestrator.bisect.releases import release_candidates
 from orchestrator.bisect.search import max_steps, pick, search
 from orchestrator.bisect.selector import parse_selector, select_cells
-from orchestrator.cells import EngineRecipe, Grade, RunOutcome
-from orchestrator.cli_bisect import error_line
+from orchestrator.cli_common import error_line
 from orchestrator.matrix import expand
 from orchestrator.scheduler import SweepResult
 from orchestrator.scheduler import run_sweep as real_run_sweep
 from orchestrator.spec import parse_spec
+from vmatrix.cells import Grade, RunOutcome
+from vmatrix.recipe import EngineRecipe
+from vmatrix.records import RequestRecord, Transcript
 
 
 @contextmanager
@@ -386,7 +387,7 @@ def test_selector_values_are_typed_like_the_knobs() -> None:
                                                                                  "num_speculative_tokens": 2}
     assert parse_selector("speculative=off") == {"speculative": None}
     for bad, msg in (("prefix=on", "unknown knob 'prefix'"), ("prefix_caching=maybe", "on/off"),
-                     ("block_size=big", "integer"), ("prefix_caching", "KNOB=VALUE"), ("", "empty")):
+                     ("block_size=big", "integer"), ("prefix_caching", "KEY=VALUE"), ("", "empty")):
         with pytest.raises(BisectError, match=msg):
             parse_selector(bad)
 

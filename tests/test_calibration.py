@@ -18,12 +18,12 @@ from sqlalchemy import exc, text
 
 from db.store import Store
 from jobs.grade import effective_tie_margin, grade_transcripts, noise_floor
-from jobs.records import ControlReference, Transcript
 from jobs.replay import confidently_diverged
-from orchestrator.cells import RunOutcome
 from orchestrator.matrix import expand
 from orchestrator.scheduler import calibrate, control_reference, grade_cell, run_sweep, will_grade
 from orchestrator.spec import Grading, parse_spec
+from vmatrix.cells import RunOutcome
+from vmatrix.records import ControlReference, Transcript
 
 Runs = dict[str, Transcript]  # the conftest fixture `recorded_runs`
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from images.recipe import EngineRecipe
 from orchestrator.canary import BUILDER, CanaryError, excused_symptoms
 from orchestrator.runtimes.local import ensure_env
+from vmatrix.recipe import EngineRecipe
 
 # vLLM's Qwen3-Next MTP checkpoint names (besides the decoder layer under mtp.layers.0.).
 MTP_TENSORS = {"mtp.fc.weight", "mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight",

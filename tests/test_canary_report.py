@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 from db.store import Store
-from jobs.expect import Expectation
-from jobs.records import RequestRecord, Transcript
 from orchestrator.canary_report import report_matrix, summarize
-from orchestrator.cells import RunOutcome
 from orchestrator.matrix import expand
 from orchestrator.spec import parse_spec
+from vmatrix.cells import RunOutcome
+from vmatrix.expect import Expectation
+from vmatrix.records import RequestRecord, Transcript
 
 END = 2  # the model's end-of-turn token id, here
 

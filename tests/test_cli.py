@@ -24,10 +24,10 @@ def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_pat
     import time
 
     from db.store import Store
-    from jobs.records import Transcript
-    from orchestrator.cells import Grade, RunOutcome
     from orchestrator.matrix import expand
     from orchestrator.spec import load_spec
+    from vmatrix.cells import Grade, RunOutcome
+    from vmatrix.records import Transcript
 
     missing = tmp_path / "none.db"
     result = runner.invoke(app, ["sweep", "plan", str(QUICKSTART), "--db", str(missing)])
@@ -54,10 +54,10 @@ def test_results_ls_reads_at_80_columns(tmp_path: Path) -> None:
     import time
 
     from db.store import Store
-    from jobs.records import Transcript
-    from orchestrator.cells import Grade, RunOutcome
     from orchestrator.matrix import expand
     from orchestrator.spec import load_spec
+    from vmatrix.cells import Grade, RunOutcome
+    from vmatrix.records import Transcript
 
     plan = expand(load_spec(QUICKSTART, check_index=False), str(QUICKSTART))
     db = tmp_path / "r.db"

@@ -21,7 +21,8 @@ from jobs.workload import build_workload
 from orchestrator.canary import ensure_canary
 from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
 from orchestrator.matrix import expand
-from orchestrator.runtimes.local import EngineProcess, ensure_env, free_port
+from orchestrator.runtimes.engine import free_port
+from orchestrator.runtimes.local import EngineProcess, ensure_env
 from orchestrator.spec import WorkloadSpec, parse_spec
 
 pytestmark = pytest.mark.engine

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from orchestrator.runtimes.local import CELL_ENV
+from orchestrator.runtimes.engine import CELL_ENV
 from orchestrator.scheduler import FINAL
 
 pytestmark = pytest.mark.engine

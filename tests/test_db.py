@@ -26,8 +26,10 @@ from db.revision import HEAD_REVISION
 from db.samples import RunSamples, counter_totals
 from db.store import Store, StoreError, _to_url, alembic_config
 from db.table import RENDER_WIDTH, Table, _corner, knob_text, lookup_table, render_table
-from jobs.records import RequestRecord, Transcript
-from orchestrator.cells import Cell, EngineRecipe, Grade, ModelRef, RunOutcome
+from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
+from vmatrix.errors import VmatrixError
+from vmatrix.recipe import EngineRecipe
+from vmatrix.records import RequestRecord, Transcript
 
 MODEL = ModelRef(path="/models/canary", digest="m" * 64, name="canary:tiny")
 WORKLOAD = {"sessions": 2, "turns": 3}
@@ -160,8 +162,11 @@ def test_a_foreign_file_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
 
     foreign = tmp_path / "notes.db"
     foreign.write_bytes(b"these are not the results you are looking for\n" * 100)
-    with pytest.raises(StoreError, match=f"^--db {foreign}: cannot open the database: file is not a database$"):
+    # The library names the input by its field; the CLI spells it as its flag, once for
+    # every error (orchestrator.cli_common.Commands).
+    with pytest.raises(StoreError, match=f"^db {foreign}: cannot open the database: file is not a database$") as exc:
         Store.open(foreign)
+    assert exc.value.inputs == ("db",) and isinstance(exc.value, VmatrixError)
     for argv in (["results", "ls"], ["results", "table"]):
         out = CliRunner().invoke(app, [*argv, "--db", str(foreign)])
         assert out.exit_code != 0 and out.output.strip().splitlines() == [
@@ -194,7 +199,7 @@ def test_record_run_round_trips_requests_and_metrics(store: Store, sweep: int) -
 
 
 def test_expectations_and_answer_ends_round_trip_with_the_transcript(store: Store, sweep: int) -> None:
-    from jobs.expect import Expectation
+    from vmatrix.expect import Expectation
 
     cell = make_cell(NEW, prefix_caching=True)
     store.add_cell(sweep, cell)

@@ -21,8 +21,8 @@ import ray
 
 from images.base import DEFAULT_TAG, build_base
 from images.build import ImageBuildError, ImageOptions, build_image, client, render
-from images.recipe import EngineRecipe
 from orchestrator.runtimes.docker import LABEL_CELL, LABEL_OWNER, LABEL_SWEEP, owner_label, reap_containers
+from vmatrix.recipe import EngineRecipe
 
 try:
     DOCKER = client()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from images.recipe import EngineRecipe
 from orchestrator.engine_args import engine_argv, engine_env
 from orchestrator.spec import Knobs
+from vmatrix.recipe import EngineRecipe
 
 PY = Path("/venv/bin/python")
 

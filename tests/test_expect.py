@@ -1,10 +1,10 @@
-"""Expectations (jobs/expect.py) on hand-written answers: exact, regex, tool call, JSON form."""
+"""Expectations (vmatrix/expect.py) on hand-written answers: exact, regex, tool call, JSON form."""
 
 from __future__ import annotations
 
 import pytest
 
-from jobs.expect import Expectation, tool_calls
+from vmatrix.expect import Expectation, tool_calls
 
 
 def test_exact_compares_stripped_text_and_an_unfinished_answer_is_wrong() -> None:

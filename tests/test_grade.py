@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.grade import grade_transcripts
-from jobs.records import RequestRecord, Transcript
+from vmatrix.records import RequestRecord, Transcript
 
 
 def tx(*outputs: list[int], error: str | None = None) -> Transcript:
@@ -151,7 +151,7 @@ def test_mcnemar_one_sided_exact() -> None:
 
 
 def test_five_answers_the_control_got_right_and_the_cell_wrong_are_corrupt() -> None:
-    from jobs.expect import Expectation
+    from vmatrix.expect import Expectation
 
     expects = [Expectation.exact(RIGHT)] * 10
     control = answered(expects, [RIGHT] * 10)
@@ -177,7 +177,7 @@ def test_five_answers_the_control_got_right_and_the_cell_wrong_are_corrupt() -> 
 
 
 def test_an_unfinished_answer_is_wrong_and_a_better_cell_is_never_blamed() -> None:
-    from jobs.expect import Expectation
+    from vmatrix.expect import Expectation
 
     expects = [Expectation.exact(RIGHT)] * 6
     # The control is cut by max_tokens (None) in all six; the cell finishes them right.
@@ -196,7 +196,7 @@ def test_an_unfinished_answer_is_wrong_and_a_better_cell_is_never_blamed() -> No
 
 
 def test_regex_and_tool_call_expectations_are_graded_too() -> None:
-    from jobs.expect import Expectation
+    from vmatrix.expect import Expectation
 
     call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
     expects = [Expectation.regex(r"var_\d+ = alpha .*"), Expectation.tool_call("read_file", {"path": "a.py"})] * 3
@@ -397,8 +397,8 @@ def test_drift_and_the_noise_floor_are_measured_on_the_answer_too() -> None:
 
 
 def test_early_abort_counts_divergences_in_the_answer_only() -> None:
-    from jobs.records import ControlReference
     from jobs.replay import confidently_diverged
+    from vmatrix.records import ControlReference
 
     control = tx([1, 2, 0, 8, 8])
     ref = ControlReference.from_transcript(control, tie_margin=0.1, abort_after=1, end_tokens=END)

@@ -14,7 +14,6 @@ import yaml
 
 from db.queries import lookup_table, render_table
 from db.store import Store
-from images.recipe import EngineRecipe
 from jobs.traces import save_trace, synth_trace
 from jobs.workload import workload_digest
 from orchestrator import lmcache
@@ -23,6 +22,7 @@ from orchestrator.geometry import violations
 from orchestrator.matrix import expand
 from orchestrator.scheduler import run_sweep
 from orchestrator.spec import Knobs, SpecError, WorkloadSpec, parse_spec
+from vmatrix.recipe import EngineRecipe
 
 BASE = """\
 name: t

@@ -32,7 +32,7 @@ def test_quickstart_shape_has_one_control_and_three_graded_cells() -> None:
     assert p.cells[0] is control, "controls come first so grading can start early"
     assert all(c.control_id == control.id for c in p.cells[1:])
     # What the store records of a cell reads back as the same cell (results regrade uses it).
-    from orchestrator.cells import Cell
+    from vmatrix.cells import Cell
 
     assert all(Cell.from_json(c.to_json()) == c for c in p.cells)
 

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from db.store import Store
 from jobs.grade import repeatability
-from jobs.records import RequestRecord, Transcript
-from orchestrator.cells import RunOutcome
 from orchestrator.cli import app
 from orchestrator.matrix import expand
 from orchestrator.spec import parse_spec
+from vmatrix.cells import RunOutcome
+from vmatrix.records import RequestRecord, Transcript
 
 
 def rec(key: str, ids: list[int], logprobs: list[float], margins: list[float]) -> RequestRecord:
@@ -84,7 +84,7 @@ def test_regrade_appends_new_grades_and_keeps_the_old(tmp_path: Path) -> None:
     """Hand-built transcripts in a real results DB: a control and a cell that
     diverges confidently; regrading appends a grade, the first one stays."""
     from db.queries import show_cell
-    from orchestrator.cells import Grade
+    from vmatrix.cells import Grade
 
     control, cell, db, store, sweep = _two_cell_sweep(tmp_path)
     now = time.time()
@@ -112,7 +112,7 @@ def test_regrade_grades_recall_from_the_stored_expectations(tmp_path: Path) -> N
     flips), and all five are wrong where the control's are right: corrupt on recall. The
     matrix's grading.logit_scale reaches the regrade too."""
     from db.queries import show_cell
-    from jobs.expect import Expectation
+    from vmatrix.expect import Expectation
 
     control, cell, db, store, sweep = _two_cell_sweep(tmp_path, "grading: {logit_scale: 12}\n")
 

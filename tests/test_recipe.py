@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from images.recipe import EngineRecipe, requirements, wheel_path
-from orchestrator.cells import Cell
+from images.recipe import requirements, wheel_path
 from orchestrator.matrix import expand
 from orchestrator.runtimes.local import EnvBuildError, ensure_env
 from orchestrator.spec import load_spec
+from vmatrix.cells import Cell
+from vmatrix.recipe import EngineRecipe
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 KNOBS = {"prefix_caching": True, "speculative": {"method": "mtp", "num_speculative_tokens": 2}, "block_size": None}

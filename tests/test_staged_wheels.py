@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from images.recipe import EngineRecipe, staged_wheels
+from images.recipe import staged_wheels
 from orchestrator.runtimes import local
 from orchestrator.runtimes.local import EngineProcess, EnvBuildError, ensure_env
+from vmatrix.recipe import EngineRecipe
 
 
 def _write_wheel(folder: Path, dist: str, version: str, module: str, body: str) -> Path:

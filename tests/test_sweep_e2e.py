@@ -33,7 +33,7 @@ from db.store import Store
 from images.recipe import patches_dir
 from orchestrator.matrix import expand
 from orchestrator.paths import cache_dir
-from orchestrator.runtimes.local import CELL_ENV
+from orchestrator.runtimes.engine import CELL_ENV
 from orchestrator.scheduler import run_sweep
 from orchestrator.spec import parse_spec
 

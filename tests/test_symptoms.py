@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from jobs import symptoms as sy
-from jobs.records import RequestRecord, Transcript
+from vmatrix.records import RequestRecord, Transcript
 
 HEALTHY = [
     "The quick brown fox jumps over the lazy dog. " * 3,

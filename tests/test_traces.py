@@ -100,9 +100,9 @@ def _error(path: Path) -> str:
 
 
 def test_expectations_travel_from_trace_to_workload_and_only_then_into_the_digest(tmp_path: Path) -> None:
-    from jobs.expect import Expectation
     from jobs.workload import workload_digest
     from orchestrator.spec import WorkloadSpec
+    from vmatrix.expect import Expectation
 
     plain = small_trace()
     path = tmp_path / "t.jsonl"
@@ -132,9 +132,9 @@ def test_expectations_travel_from_trace_to_workload_and_only_then_into_the_diges
 def test_the_canary_workload_expects_the_recited_definitions() -> None:
     import random
 
-    from jobs.expect import Expectation
     from jobs.workload import build_workload, workload_digest
     from orchestrator.spec import WorkloadSpec
+    from vmatrix.expect import Expectation
 
     spec = WorkloadSpec(prefix_tokens=200, sessions=2, turns=2, agent_switches=1)
     wl = build_workload(spec)

@@ -16,9 +16,9 @@ from typing import Self
 import pytest
 
 from jobs import replay as replay_mod
-from jobs.records import RequestRecord, Transcript
 from jobs.replay import client_session, replay, send
-from jobs.workload import ReplayRequest, Workload
+from vmatrix.records import RequestRecord, Transcript
+from vmatrix.workload import ReplayRequest, Workload
 
 # (request number on this connection, request head, request body, writer) -> keep the connection open?
 Handler = Callable[[int, bytes, bytes, asyncio.StreamWriter], Awaitable[bool]]

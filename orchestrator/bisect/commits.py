@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from images.recipe import wheel_path
 from orchestrator.bisect.errors import BisectError, BisectInputError
-from orchestrator.cells import EngineRecipe
+from vmatrix.recipe import EngineRecipe
 
 # vLLM's per-commit wheel of a main-branch commit (CUDA build), under the fixed
 # placeholder file name vLLM's install docs give pip users. Newer commits are also

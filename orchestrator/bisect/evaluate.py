@@ -20,8 +20,9 @@ import yaml
 
 from orchestrator.bisect.errors import BisectError
 from orchestrator.bisect.predicate import Observation
-from orchestrator.cells import Cell, EngineRecipe
 from orchestrator.spec import EngineSpec, MatrixSpec
+from vmatrix.cells import Cell
+from vmatrix.recipe import EngineRecipe
 
 
 def request_metrics(requests: Iterable[Any]) -> dict[str, float]:

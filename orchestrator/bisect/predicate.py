@@ -1,8 +1,8 @@
 """What makes a bisect step bad: the predicate grammar, and the observation it judges.
 
 The bottom of the package: it imports nothing from the rest of it but its errors. The
-status and verdict names are the cells' (:mod:`orchestrator.cells`), the legacy verdict
-names the results DB's (:data:`db.reads.LEGACY_VERDICTS`).
+status and verdict names are the cells' (:mod:`vmatrix.cells`), the legacy verdict
+names the results DB's (:data:`vmatrix.cells.LEGACY_VERDICTS`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from db.reads import LEGACY_VERDICTS
 from orchestrator.bisect.errors import BisectInputError
-from orchestrator.cells import STATUSES, VERDICTS
+from vmatrix.cells import LEGACY_VERDICTS, STATUSES, VERDICTS
 
 Answer = Literal["good", "bad", "skip"]
 

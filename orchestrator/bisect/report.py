@@ -10,7 +10,7 @@ from typing import Literal
 from orchestrator.bisect.commits import git
 from orchestrator.bisect.predicate import Answer, Predicate
 from orchestrator.bisect.search import SearchResult
-from orchestrator.cells import Cell
+from vmatrix.cells import Cell
 
 
 @dataclass

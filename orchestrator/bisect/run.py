@@ -23,8 +23,8 @@ from orchestrator.bisect.releases import release_candidates
 from orchestrator.bisect.report import BisectReport, neighbours
 from orchestrator.bisect.search import SearchResult, StepDone, StepListener, search
 from orchestrator.bisect.selector import base_engine, parse_selector, rebase_cells, select_cells, spec_for
-from orchestrator.cells import Cell
 from orchestrator.spec import MatrixSpec, SpecError
+from vmatrix.cells import Cell
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from types import UnionType
-from typing import Any, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 from orchestrator.bisect.errors import BisectInputError
-from orchestrator.cells import Cell, EngineRecipe
 from orchestrator.spec import KNOB_NAMES, EngineSpec, Knobs, MatrixSpec
+from vmatrix import selector
+from vmatrix.cells import Cell
+from vmatrix.recipe import EngineRecipe
 
-_TRUE = ("on", "true", "yes", "1")
-_FALSE = ("off", "false", "no", "0")
 _ENGINE_KEYS = ("patches", "lmcache", "accelerator")
 
 
@@ -26,29 +26,30 @@ def _knob_type(name: str) -> Any:
     return args[0] if get_origin(annotation) in (Union, UnionType) and len(args) == 1 else annotation
 
 
+def _literals(kind: Any) -> tuple[Any, ...]:
+    return get_args(kind) if get_origin(kind) is Literal else ()
+
+
 def _knob_value(name: str, text: str) -> Any:
     """A selector value typed as the knob is: on/off for toggles, ints, spec methods."""
     text = text.strip()
     if name == "speculative":
-        if text.lower() in ("off", "none", "false", "no"):
-            return None
-        method, _, k = text.partition(":")
         try:
-            return {"method": method, **({"num_speculative_tokens": int(k)} if k else {})}
+            return selector.speculative(text)
         except ValueError:
-            raise BisectInputError("{cell}: speculative={text}: expected METHOD or METHOD:TOKENS, e.g. mtp:2",
-                                   text=text) from None
+            raise BisectInputError("{cell}: speculative={text}: expected METHOD, METHOD:TOKENS or METHOD k=TOKENS, "
+                                   "e.g. mtp:2", text=text) from None
     if name == "extra_args":
         return text.split()
     kind = _knob_type(name)
-    if text.lower() in ("none", "default") and kind is not bool:
+    # "none" is a value of mamba_cache_mode: only knobs it is not a value of read it as unset.
+    if text.lower() in ("none", "null", "default") and kind is not bool and text.lower() not in _literals(kind):
         return None
     if kind is bool:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise BisectInputError("{cell}: {name}={text}: expected on/off/true/false", name=name, text=text)
+        flag = selector.toggle(text)
+        if flag is None:
+            raise BisectInputError("{cell}: {name}={text}: expected on/off/true/false", name=name, text=text)
+        return flag
     if kind is int:
         try:
             return int(text)
@@ -64,11 +65,7 @@ def parse_selector(text: str) -> dict[str, Any]:
     ``accelerator`` (to pick one engine recipe when the matrix has several).
     """
     filters: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, eq, value = part.partition("=")
-        name = name.strip()
-        if not eq:
-            raise BisectInputError("{cell}: '{part}' is not KNOB=VALUE", part=part)
+    for name, value in selector.split(text, "cell", BisectInputError):
         if name in KNOB_NAMES:
             filters[name] = _knob_value(name, value)
         elif name in ("workload", *_ENGINE_KEYS):

@@ -12,19 +12,26 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from filelock import FileLock
 
-from images.build import BuiltImage, ImageBuildError, ImageOptions, build_image, client, image_packages
-from images.recipe import EngineRecipe, patch_files
+from images.build import BuiltImage, ImageOptions, build_image, client, image_packages
+from images.recipe import patch_files
+from orchestrator.engine_args import engine_argv
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.affinity import format_cpulist
-from orchestrator.runtimes.local import EnvBuildError, owner_gone, owner_id, wait_healthy
+from orchestrator.runtimes.engine import EngineEnvironment, owner_gone, owner_id, wait_healthy
 from orchestrator.runtimes.signature import error_signature
+from vmatrix.errors import EnvBuildError, ImageBuildError
+from vmatrix.recipe import EngineRecipe
+
+if TYPE_CHECKING:
+    from orchestrator.runtimes import EngineStart
 
 LABEL_SWEEP = "vmatrix.sweep"
 LABEL_CELL = "vmatrix.cell"
@@ -49,12 +56,9 @@ def ensure_image(recipe: EngineRecipe, options: ImageOptions | None, log: Path) 
     log.parent.mkdir(parents=True, exist_ok=True)
     lock = cache_dir() / "images" / f"{recipe.env_id}.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with FileLock(str(lock)):
-            image: BuiltImage = build_image(recipe, options, log=log)
-            packages = image_packages(image.tag)
-    except ImageBuildError as exc:
-        raise EnvBuildError(str(exc)) from None
+    with FileLock(str(lock)):
+        image: BuiltImage = build_image(recipe, options, log=log)
+        packages = image_packages(image.tag)
     patches = [
         {"file": f"{recipe.patches}/{f.name}", "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
         for f in (patch_files(recipe.patches) if recipe.patches else [])
@@ -202,3 +206,41 @@ class EngineContainer:
     def signature(self) -> str | None:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return error_signature(text, self.returncode)
+
+
+def _hf_cache() -> list[str]:
+    home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
+    return [home] if os.path.isdir(home) else []
+
+
+@dataclass(frozen=True)
+class DockerRuntime:
+    """Engine environments as images on the daemon, engines as sibling containers."""
+
+    images: ImageOptions | None = None  # how images are built
+    sweep: str = ""  # the sweep id, as a container label
+    owner: str = ""
+    name: ClassVar[str] = "docker"
+    building: ClassVar[str] = "building image"
+
+    def environment(self, recipe: EngineRecipe, log_dir: Path) -> EngineImage:
+        reap_containers()  # containers of a killed attempt of this (or any) cell on this host
+        return ensure_image(recipe, self.images, log_dir / f"image-{recipe.env_id}.log")
+
+    def reap(self) -> list[str]:
+        return reap_containers()
+
+    def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[EngineContainer, None]:
+        cell = start.cell
+        if cell.knobs.get("lmcache_connector"):
+            raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
+        assert isinstance(env, EngineImage)
+        argv = engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, CONTAINER_PORT, host="0.0.0.0")
+        labels = {LABEL_SWEEP: self.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: self.owner} if self.owner else {})
+        engine = EngineContainer(
+            image=env.tag, argv=argv, env=dict(start.env), log_path=start.log_path, port=start.port, cpus=start.cpus,
+            labels=labels, mounts=[cell.model.path, *_hf_cache()],
+            # CPU engines take no device request, even when Ray hands out logical GPUs.
+            gpu_ids=start.gpu_ids if cell.engine.accelerator == "cuda" else [],
+        )
+        return engine, None

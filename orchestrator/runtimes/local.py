@@ -14,37 +14,37 @@ import os
 import shutil
 import signal
 import site
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import httpx
 from filelock import FileLock
 
 from images.recipe import (
     CPU_UNWANTED,
-    EngineRecipe,
     find_links,
     patch_files,
     requirements,
     staged_wheels,
     wheel_path,
 )
+from orchestrator import lmcache
+from orchestrator.engine_args import engine_argv
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.affinity import format_cpulist
+from orchestrator.runtimes.engine import OWNER_ENV, EngineEnvironment, free_port, owner_gone, owner_id, wait_healthy
 from orchestrator.runtimes.signature import error_signature
+from vmatrix.errors import EnvBuildError
+from vmatrix.recipe import EngineRecipe
+
+if TYPE_CHECKING:
+    from orchestrator.runtimes import EngineStart
 
 _MARKER = "vmatrix-env.json"
-
-
-class EnvBuildError(RuntimeError):
-    """The recipe's environment cannot be built; the message names what failed."""
 
 
 @dataclass(frozen=True)
@@ -294,47 +294,6 @@ def _spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     return _spawner.submit(subprocess.Popen, argv, **kwargs).result()
 
 
-OWNER_ENV = "VMATRIX_ENGINE_OWNER"
-CELL_ENV = "VMATRIX_CELL"  # which cell an engine process serves: for the reaper's and tests' eyes
-
-
-# The kernel's initial pid namespace (PROC_PID_INIT_INO): the host's, outside containers.
-INIT_PID_NAMESPACE = str(0xEFFFFFFC)
-
-
-def _pid_namespace() -> str:
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:  # no /proc/self/ns (old kernels): one namespace is all there is
-        return INIT_PID_NAMESPACE
-
-
-def owner_id() -> str:
-    """``host/pidns:pid`` of this process, as engines and containers are tagged with it.
-
-    The pid namespace is part of the owner: containers on the host network (compose.yaml)
-    share the host's name but not its pids, so a pid alone, looked up from another
-    namespace, would call a live owner dead and its engines orphans.
-    """
-    return f"{socket.gethostname()}/{_pid_namespace()}:{os.getpid()}"
-
-
-def owner_gone(owner: str) -> bool:
-    """True if ``owner`` was a process of this host and pid namespace that has exited.
-
-    Owners elsewhere (another host, another container's namespace) cannot be judged
-    from here: False. Older tags, ``host:pid`` or a bare pid, were written by
-    orchestrators on the host, which is the initial namespace.
-    """
-    scope, _, pid = owner.rpartition(":")
-    if not pid.isdigit():
-        return False
-    host, sep, namespace = scope.partition("/")
-    if (host and host != socket.gethostname()) or (namespace if sep else INIT_PID_NAMESPACE) != _pid_namespace():
-        return False
-    return not Path(f"/proc/{pid}").exists()
-
-
 def reap_orphans() -> list[int]:
     """Kill engine processes whose owner (the orchestrator that ran their sweep) is gone.
 
@@ -372,31 +331,6 @@ def _engine_environ(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # The sweep passes its driver as the owner; an engine started outside a sweep is its starter's.
     return env | {OWNER_ENV: owner_id()} | extra
-
-
-def wait_healthy(url: str, alive: Callable[[], bool], companions: tuple[Any, ...], timeout_s: float) -> str:
-    """Poll ``url`` until it answers 200: 'ready', 'exited' (``alive()`` went false),
-    'companion_exited' (a sidecar it needs died) or 'timeout'. Shared by every runtime's engine."""
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=5) as client:
-        while time.monotonic() < deadline:
-            if not alive():
-                return "exited"
-            if not all(c.alive() for c in companions):
-                return "companion_exited"
-            try:
-                if client.get(url).status_code == 200:
-                    return "ready"
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-    return "timeout"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -481,3 +415,32 @@ class EngineProcess:
             fh.seek(self._log_offset)
             text = fh.read().decode(errors="replace")
         return error_signature(text, self.proc.returncode if self.proc else None)
+
+
+@dataclass(frozen=True)
+class LocalRuntime:
+    """Engine environments as uv venvs in the cache, engines as local processes."""
+
+    sweep: str = ""
+    owner: str = ""
+    name: ClassVar[str] = "local"
+    building: ClassVar[str] = "building env"
+
+    def environment(self, recipe: EngineRecipe, log_dir: Path) -> EngineEnv:
+        return ensure_env(recipe, log_dir / f"env-{recipe.env_id}.log")
+
+    def reap(self) -> list[str]:
+        return [str(pid) for pid in reap_orphans()]
+
+    def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[EngineProcess, lmcache.LMCacheSetup | None]:
+        cell = start.cell
+        # The cell's own LMCache state (config, L2) lives in its run folder, nowhere shared.
+        lmc = lmcache.prepare(cell.knobs, env.python, start.run_dir, (free_port(), free_port()))
+        argv = engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, start.port,
+                           kv_transfer=lmc.kv_transfer if lmc else None)
+        env_vars = dict(start.env)
+        if start.gpu_ids:
+            env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(start.gpu_ids)
+        engine = EngineProcess(argv=argv, env=env_vars | (lmc.env if lmc else {}), log_path=start.log_path,
+                               port=start.port, cpus=start.cpus)
+        return engine, lmc

@@ -13,7 +13,7 @@ shared by the workload, the replay's records, the store and the grader:
   these arguments, compared as parsed JSON (key order and spacing do not matter).
 
 The model's answer is the text it wrote before its first end-of-turn token
-(:attr:`jobs.records.RequestRecord.answer_chars`); an answer cut by ``max_tokens``
+(:attr:`vmatrix.records.RequestRecord.answer_chars`); an answer cut by ``max_tokens``
 before that token is wrong whatever its text.
 
 JSON form (a trace's ``expect``, the store's ``requests.expect``, the workload digest):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from jobs.expect import Expectation
+from vmatrix.expect import Expectation
 
 
 @dataclass

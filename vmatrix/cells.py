@@ -12,10 +12,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
-from images.recipe import EngineRecipe
-from jobs.records import Transcript
+from vmatrix.recipe import EngineRecipe
+from vmatrix.records import Transcript
 
-__all__ = ["STATUSES", "VERDICTS", "Cell", "EngineRecipe", "Grade", "ModelRef", "RunOutcome", "digest"]
+__all__ = ["LEGACY_VERDICTS", "STATUSES", "VERDICTS", "Cell", "Grade", "ModelRef", "RunOutcome", "digest"]
 
 # invalid: the knobs break a geometry rule (orchestrator/geometry.py); no engine was started.
 Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
@@ -26,6 +26,10 @@ Verdict = Literal["clean", "degraded", "unexercised", "corrupt", "crashed", "sta
 # The same names as values, for code that checks or lists them (one vocabulary).
 STATUSES: tuple[str, ...] = get_args(Status)
 VERDICTS: tuple[str, ...] = get_args(Verdict)
+# Verdicts renamed since; stored rows keep the old name (grades are append-only), and
+# every read of a stored verdict maps it (db.models' VerdictName, db.reads' raw SQL,
+# the bisect's predicates).
+LEGACY_VERDICTS: dict[str, str] = {"divergent": "corrupt"}
 
 
 def canonical_json(value: Any) -> str:
