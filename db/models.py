@@ -28,9 +28,12 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    func,
+    select,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, aliased, mapped_column
 
+from db.reads import GRADE_RECENCY, RUN_RECENCY
 from vmatrix.cells import LEGACY_VERDICTS
 
 
@@ -226,3 +229,26 @@ class NoiseFloorRow(Base):
     max_drift: Mapped[float] = mapped_column(Float)
     max_flip_margin: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+def latest_first() -> list[Any]:
+    """``ORDER BY`` terms putting a cell's latest run first (db.reads.RUN_RECENCY)."""
+    return [getattr(Run, column).desc() for column in RUN_RECENCY]
+
+
+def newest_grade_id() -> Any:
+    """Correlated on ``Run``: that run's newest grade id (db.reads.GRADE_RECENCY), one
+    probe of ``ix_grades_run_id``.
+
+    Not a join to a ``GROUP BY run_id`` subquery: SQLite plans that join well only when it
+    guesses the outer side is small, and on 10,000 runs a wrong guess (a bound parameter
+    elsewhere in the query is enough) scans the grouped subquery once per run: seconds.
+    """
+    inner = aliased(GradeRow)
+    return (select(func.max(getattr(inner, GRADE_RECENCY))).where(inner.run_id == Run.id)
+            .correlate(Run).scalar_subquery())
+
+
+def newest_grade_of(run_id: int) -> Any:
+    """The id of run ``run_id``'s newest grade (db.reads.GRADE_RECENCY), as a scalar subquery."""
+    return select(func.max(getattr(GradeRow, GRADE_RECENCY))).where(GradeRow.run_id == run_id).scalar_subquery()

@@ -12,15 +12,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ScalarSelect, Select, func, select
-from sqlalchemy.orm import aliased
+from sqlalchemy import Select, select
 
-from db.models import CellRow, GradeRow, RequestRow, Run, Sweep
+from db.models import CellRow, GradeRow, RequestRow, Run, Sweep, latest_first, newest_grade_id
 
 # The reads `results table` and `results compare` share, and the lookup table itself, live
 # in modules that do not import SQLAlchemy (db/reads.py, db/table.py); re-exported here,
 # where the rest of the read side has always been imported from.
 from db.reads import (  # noqa: F401
+    GRADE_RECENCY,
     PREFIX_HITS,
     PREFIX_QUERIES,
     CellResult,
@@ -84,21 +84,9 @@ class CellDetail:
     runs: list[RunDetail]  # newest first
 
 
-def _latest_grade_id() -> ScalarSelect[Any]:
-    """Correlated on ``Run``: that run's newest grade id (highest id wins, as in the store),
-    one probe of ``ix_grades_run_id``.
-
-    Not a join to a ``GROUP BY run_id`` subquery: SQLite plans that join well only when it
-    guesses the outer side is small, and on 10,000 runs a wrong guess (a bound parameter
-    elsewhere in the query is enough) scans the grouped subquery once per run: seconds.
-    """
-    inner = aliased(GradeRow)
-    return select(func.max(inner.id)).where(inner.run_id == Run.id).correlate(Run).scalar_subquery()
-
-
 def _with_verdicts(stmt: Select[Any]) -> Select[Any]:
     """Add the newest grade's verdict (or NULL) as a column to a select over Run."""
-    return stmt.add_columns(GradeRow.verdict).outerjoin(GradeRow, GradeRow.id == _latest_grade_id())
+    return stmt.add_columns(GradeRow.verdict).outerjoin(GradeRow, GradeRow.id == newest_grade_id())
 
 
 def _summary(run: Run, cell: CellRow, verdict: str | None) -> RunSummary:
@@ -122,7 +110,7 @@ def list_runs(store: Store, sweep_id: int | None = None, limit: int = 50) -> lis
     stmt = _with_verdicts(select(Run, CellRow).join(CellRow, CellRow.id == Run.cell_id))
     if sweep_id is not None:
         stmt = stmt.where(Run.sweep_id == sweep_id)
-    stmt = stmt.order_by(Run.finished_at.desc(), Run.id.desc()).limit(limit)
+    stmt = stmt.order_by(*latest_first()).limit(limit)
     with store.session() as session:
         return [_summary(run, cell, verdict) for run, cell, verdict in session.execute(stmt)]
 
@@ -157,7 +145,7 @@ def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
             raise NotFoundError(f"cell id prefix {cell_id_prefix!r} matches several cells; give more of it")
         cell = session.get_one(CellRow, ids[0])
         runs = session.scalars(
-            select(Run).where(Run.cell_id == cell.id).order_by(Run.finished_at.desc(), Run.id.desc())
+            select(Run).where(Run.cell_id == cell.id).order_by(*latest_first())
         ).all()
         answered: dict[int, list[tuple[Any, Any, Any]]] = defaultdict(list)
         for run_id, *timing in session.execute(
@@ -167,7 +155,7 @@ def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
             answered[run_id].append(tuple(timing))  # type: ignore[arg-type]
         grades: dict[int, list[GradeDetail]] = defaultdict(list)
         for g in session.scalars(
-            select(GradeRow).where(GradeRow.run_id.in_([r.id for r in runs])).order_by(GradeRow.id.desc())
+            select(GradeRow).where(GradeRow.run_id.in_([r.id for r in runs])).order_by(getattr(GradeRow, GRADE_RECENCY).desc())
         ):
             grades[g.run_id].append(
                 GradeDetail(g.id, g.verdict, g.summary, g.evidence, g.control_run_id, g.created_at)
@@ -208,7 +196,7 @@ def latest_grades_for(store: Store, run_ids: Iterable[int]) -> dict[int, GradeDe
             for g in session.scalars(
                 select(GradeRow)
                 .join(Run, Run.id == GradeRow.run_id)
-                .where(Run.id.in_(chunk), GradeRow.id == _latest_grade_id())
+                .where(Run.id.in_(chunk), GradeRow.id == newest_grade_id())
             ):
                 out[g.run_id] = GradeDetail(g.id, g.verdict, g.summary, g.evidence, g.control_run_id, g.created_at)
     return out

@@ -32,6 +32,23 @@ from typing import Any, Protocol
 from db.revision import HEAD_REVISION
 from vmatrix.cells import LEGACY_VERDICTS
 
+# The one definition of "a cell's latest run" and "a run's newest grade". Every read
+# builds its ordering from these two: the raw SQL below, and the ORM's in db.models
+# (latest_first, newest_grade_id), which db.store and db.queries use.
+RUN_RECENCY = ("finished_at", "id")  # a cell's latest run: the greatest finished_at, ties by id
+GRADE_RECENCY = "id"  # a run's newest grade: the greatest id (insertion order survives clock steps)
+
+
+def latest_first_sql(alias: str) -> str:
+    """``ORDER BY`` text putting ``alias``'s latest run first."""
+    return ", ".join(f"{alias}.{column} DESC" for column in RUN_RECENCY)
+
+
+def newest_grade_sql(run_id: str) -> str:
+    """A scalar subquery: the id of the newest grade of the run whose id is ``run_id``."""
+    return f"SELECT max(g2.{GRADE_RECENCY}) FROM grades AS g2 WHERE g2.run_id = {run_id}"
+
+
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 
@@ -208,7 +225,7 @@ def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: boo
         raise ValueError("as_of_sweep needs a sweep_id")
     params: list[Any] = []
     latest = "SELECT r2.id FROM runs AS r2 WHERE r2.cell_id = cells.id"
-    order = "r2.finished_at DESC, r2.id DESC"
+    order = latest_first_sql("r2")
     if as_of_sweep:
         latest += " AND r2.sweep_id <= ?"
         params.append(sweep_id)
@@ -226,7 +243,7 @@ def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: boo
                runs.message, runs.log_path, {"runs.timings" if with_timings else "NULL"}, cells.created_at
         FROM cells
         LEFT OUTER JOIN runs ON runs.id = ({latest} ORDER BY {order} LIMIT 1)
-        LEFT OUTER JOIN grades ON grades.id = (SELECT max(g2.id) FROM grades AS g2 WHERE g2.run_id = runs.id)
+        LEFT OUTER JOIN grades ON grades.id = ({newest_grade_sql("runs.id")})
         {sweep_join}
     """
     with source.reader() as rc:

@@ -18,7 +18,19 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.models import CellRow, GradeRow, MetricRow, NoiseFloorRow, RequestRow, Run, RunSampleRow, Sweep, SweepCell
+from db.models import (
+    CellRow,
+    GradeRow,
+    MetricRow,
+    NoiseFloorRow,
+    RequestRow,
+    Run,
+    RunSampleRow,
+    Sweep,
+    SweepCell,
+    latest_first,
+    newest_grade_of,
+)
 from db.reads import ReadConn, placeholder_for
 from db.revision import HEAD_REVISION
 from db.samples import summary_row
@@ -191,7 +203,7 @@ class Store:
     def latest_run(self, cell_id: str) -> Run | None:
         with self.session() as session:
             return session.scalars(
-                select(Run).where(Run.cell_id == cell_id).order_by(Run.finished_at.desc(), Run.id.desc()).limit(1)
+                select(Run).where(Run.cell_id == cell_id).order_by(*latest_first()).limit(1)
             ).first()
 
     def record_run(self, sweep_id: int, outcome: RunOutcome) -> int:
@@ -245,11 +257,8 @@ class Store:
         return row.id
 
     def latest_grade(self, run_id: int) -> GradeRow | None:
-        # Highest id rather than created_at: insertion order survives clock steps.
         with self.session() as session:
-            return session.scalars(
-                select(GradeRow).where(GradeRow.run_id == run_id).order_by(GradeRow.id.desc()).limit(1)
-            ).first()
+            return session.scalars(select(GradeRow).where(GradeRow.id == newest_grade_of(run_id))).first()
 
     def requests_for(self, run_id: int) -> list[RequestRecord]:
         with self.session() as session:
@@ -284,7 +293,7 @@ class Store:
         with self.session() as session:
             return list(session.scalars(
                 select(Run).where(Run.cell_id == cell_id, Run.status == "ok")
-                .order_by(Run.finished_at.desc(), Run.id.desc()).limit(limit)
+                .order_by(*latest_first()).limit(limit)
             ))
 
     def record_noise_floor(self, sweep_id: int, control_cell_id: str, run_id: int, repeat_run_id: int,

@@ -240,6 +240,28 @@ def test_reruns_are_kept_and_latest_is_newest(store: Store, sweep: int) -> None:
     assert store.requests_for(newer) and store.requests_for(older) == []
 
 
+def test_every_read_path_agrees_on_the_latest_run_and_the_newest_grade(store: Store, sweep: int) -> None:
+    """The store's ORM reads, db.queries and db.reads' raw SQL share one definition (ties
+    in finished_at go to the higher run id; a run's newest grade is its highest id)."""
+    from db.queries import latest_grades_for
+    from db.reads import cell_results
+
+    control = make_cell(OLD, control_id=None)
+    cell = make_cell(NEW, control_id=control.id)
+    store.add_cell(sweep, control)
+    store.add_cell(sweep, cell)
+    store.record_run(sweep, outcome(cell, finished_at=300.0))
+    tied = store.record_run(sweep, outcome(cell, finished_at=300.0))
+    store.record_run(sweep, outcome(cell, finished_at=100.0))
+    store.record_grade(tied, Grade("corrupt", "first"))
+    store.record_grade(tied, Grade("clean", "second"))
+    assert store.latest_run(cell.id).id == tied
+    assert store.latest_grade(tied).summary == "second"
+    assert latest_grades_for(store, [tied])[tied].summary == "second"
+    found = {c.cell_id: c for c in cell_results(store, sweep)}[cell.id]
+    assert (found.run_id, found.verdict, found.grade_summary) == (tied, "clean", "second")
+
+
 def test_results_cannot_be_changed(store: Store, sweep: int) -> None:
     cell = make_cell(NEW)
     store.add_cell(sweep, cell)
