@@ -30,9 +30,10 @@ from db.store import Store
 from jobs.grade import grade_transcripts, noise_floor
 from jobs.symptoms import acceptance
 from orchestrator.canary import excused_symptoms
+from orchestrator.grading import end_tokens_for, exercised, model_logit_scale
 from orchestrator.matrix import describe_knobs, expand
 from orchestrator.run_cell import run_cell
-from orchestrator.scheduler import end_tokens_for, exercised, model_logit_scale, run_sweep
+from orchestrator.scheduler import run_sweep
 from orchestrator.spec import parse_spec
 from vmatrix.records import Transcript
 

@@ -30,8 +30,9 @@ from pathlib import Path
 
 from db.store import Store
 from jobs.workload import build_workload
+from orchestrator.grading import end_tokens_for
 from orchestrator.matrix import expand
-from orchestrator.scheduler import end_tokens_for, run_sweep
+from orchestrator.scheduler import run_sweep
 from orchestrator.spec import WorkloadSpec, parse_spec
 from vmatrix.cells import Cell
 from vmatrix.records import RequestRecord, answer_span

@@ -37,8 +37,8 @@ def results_regrade(
     """Grade SWEEP's runs again with the current grader and the sweep's own grading settings."""
     from db.queries import sweep_info, sweep_runs
     from orchestrator.canary import CanaryError
+    from orchestrator.grading import regrade_run
     from orchestrator.matrix import expand
-    from orchestrator.scheduler import regrade_run
     from orchestrator.spec import SpecError, parse_spec
 
     store = open_store(db)

@@ -28,21 +28,18 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from db.models import Run
 from db.store import Store
-from jobs.grade import Exercised, NoiseFloor, effective_tie_margin, grade_transcripts, noise_floor, scaled_tie_margin
-from jobs.replay import model_end_tokens
-from jobs.workload import build_workload
-from orchestrator.canary import CanaryError, canary_dir, ensure_canary, excused_symptoms, logit_scale
-from orchestrator.geometry import lmcache_on, violations
+from jobs.grade import effective_tie_margin, noise_floor
+from orchestrator.canary import CanaryError, canary_dir, ensure_canary
+from orchestrator.geometry import violations
+from orchestrator.grading import calibrate, end_tokens_for, grade_cell, grade_waiting, tie_margin_for, will_grade
 from orchestrator.matrix import Plan
 from orchestrator.run_cell import run_cell
 from orchestrator.runtimes import Runtime, runtime_named
 from orchestrator.runtimes.engine import owner_id
 from orchestrator.runtimes.local import ensure_env, reap_orphans
-from orchestrator.runtimes.signature import engine_block_tokens
-from orchestrator.spec import Grading, Timeouts, WorkloadSpec
-from vmatrix.cells import STATUSES, Cell, Grade, RunOutcome
+from orchestrator.spec import Grading, Timeouts
+from vmatrix.cells import STATUSES, Cell, RunOutcome
 from vmatrix.errors import SweepError
 from vmatrix.records import ControlReference, Transcript
 
@@ -174,113 +171,6 @@ def prepare_model(plan: Plan, log_dir: Path) -> None:
     raise SweepError(f"cannot build canary '{plan.spec.model.canary}': no engine venv builds ({'; '.join(errors)})")
 
 
-def exercised(cell: Cell) -> Exercised:
-    """What a cell claims to test, for the grader's coverage check: its knobs, and the
-    restart points of its workload."""
-    knobs = cell.knobs
-    workload = WorkloadSpec(**cell.workload)
-    return Exercised(
-        prefix_caching=bool(knobs.get("prefix_caching")),
-        speculative=knobs.get("speculative") is not None,
-        lmcache=lmcache_on(knobs),
-        restart_points=build_workload(workload).restart_points,
-        probe_block_tokens=workload.probe_block_tokens,
-    )
-
-
-def model_logit_scale(grading: Grading, model_name: str) -> float | None:
-    """``grading.logit_scale``, or the model's recorded one (a canary's; None otherwise)."""
-    return grading.logit_scale if grading.logit_scale is not None else logit_scale(model_name)
-
-
-def end_tokens_for(cell: Cell) -> frozenset[int]:
-    """The end-of-turn ids of the cell's model: the grader compares answers up to them."""
-    return model_end_tokens(cell.model.path)
-
-
-def tie_margin_for(grading: Grading, model_name: str) -> float:
-    """The tie margin before any noise floor: the configured one, raised to
-    ``grading.tie_steps`` bf16 steps at the model's logit scale when that is known."""
-    return scaled_tie_margin(grading.tie_margin, grading.tie_steps, model_logit_scale(grading, model_name))
-
-
-def grade_cell(
-    store: Store, cell: Cell, outcome: RunOutcome, grading: Grading, sweep_id: int | None = None
-) -> Grade:
-    """Turn a recorded outcome into a verdict, against the control's latest run.
-
-    With ``grading.calibrate`` the noise floor the sweep measured for the control is used.
-    """
-    if outcome.status != "ok":
-        return Grade(outcome.status, outcome.signature or outcome.message or outcome.status, _failure_evidence(outcome))
-    if cell.is_control:
-        return Grade("control", "reference run for its cells")
-    control = store.latest_run(cell.control_id) if cell.control_id else None
-    if control is None:
-        return Grade("ungraded", "control has not run")
-    if control.status != "ok":
-        return Grade("ungraded", f"control {control.status}: {control.signature or ''}".strip(), control_run_id=control.id)
-    assert outcome.transcript is not None
-    floor: NoiseFloor | None = None
-    if grading.calibrate and sweep_id is not None and cell.control_id:
-        measured = store.noise_floor(sweep_id, cell.control_id)
-        floor = measured[0] if measured else None
-    ignore = set(grading.ignore_symptoms) | set(excused_symptoms(cell.model.name))
-    verdict, summary, evidence = grade_transcripts(
-        outcome.transcript, store.transcript_for(control.id), grading.tie_margin, grading.max_tie_flip_fraction,
-        floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
-        logit_scale=model_logit_scale(grading, cell.model.name), end_tokens=end_tokens_for(cell),
-        block_tokens=_block_tokens(outcome.log_path),
-    )
-    return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
-
-
-def _block_tokens(log_path: str | None) -> int | None:
-    """The prefix-cache block the engine chose, from its log (None: no log, or not said)."""
-    try:
-        return engine_block_tokens(Path(log_path).read_text(errors="replace")) if log_path else None
-    except OSError:
-        return None
-
-
-def _failure_evidence(outcome: RunOutcome) -> dict:
-    """Where a failed run stopped: the signature, and the first request that failed."""
-    evidence: dict = {"signature": outcome.signature, "message": outcome.message}
-    failed = next((r for r in outcome.transcript.requests if r.error), None) if outcome.transcript else None
-    if failed is not None:
-        evidence["first"] = {"reason": "request failed", "key": failed.key, "session": failed.session,
-                             "turn": failed.turn, "token_index": len(failed.token_ids), "cell_text": failed.text,
-                             "error": failed.error}
-    return evidence
-
-
-def will_grade(store: Store, plan: Plan, control: Cell, todo_ids: set[str]) -> bool:
-    """Whether some cell of ``control`` runs now or waits, ungraded, for a grade."""
-    for cell in plan.cells:
-        if cell.control_id != control.id:
-            continue
-        if cell.id in todo_ids:
-            return True
-        run = store.latest_run(cell.id)
-        grade = store.latest_grade(run.id) if run else None
-        if run is not None and run.status == "ok" and (grade is None or grade.verdict == "ungraded"):
-            return True
-    return False
-
-
-def calibrate(store: Store, sweep_id: int, control: Cell) -> NoiseFloor | None:
-    """Measure and store the noise floor from the control's two newest ok runs."""
-    runs = store.ok_runs(control.id, 2)
-    if len(runs) < 2:
-        return None
-    try:
-        floor = noise_floor(store.transcript_for(runs[1].id), store.transcript_for(runs[0].id), end_tokens_for(control))
-    except ValueError:
-        return None
-    store.record_noise_floor(sweep_id, control.id, runs[0].id, runs[1].id, floor)
-    return floor
-
-
 def run_sweep(
     plan: Plan,
     store: Store,
@@ -393,7 +283,7 @@ def run_sweep(
         control = None
         if grading.abort_after and cell.control_id:
             if cell.control_id not in references:
-                references[cell.control_id] = _reference_for(store, cell.control_id, control_refs, grading,
+                references[cell.control_id] = reference_for(store, cell.control_id, control_refs, grading,
                                                               tie_margin_for(grading, cell.model.name),
                                                               end_tokens_for(cell))
             control = references[cell.control_id]
@@ -456,7 +346,7 @@ def run_sweep(
     return result
 
 
-def _reference_for(
+def reference_for(
     store: Store, control_id: str, control_refs: dict[str, list[ray.ObjectRef]], grading: Grading, tie_margin: float,
     end_tokens: frozenset[int] = frozenset(),
 ) -> ControlReference | ray.ObjectRef | None:
@@ -476,30 +366,3 @@ def _reference_for(
     )
 
 
-def grade_waiting(plan: Plan, store: Store, skipped: list[str], sweep_id: int | None = None) -> None:
-    """Grade recorded cells that were `ungraded` (their control had not run) if it has now.
-
-    Grades are appended, so the earlier `ungraded` stays on record.
-    """
-    by_id = {c.id: c for c in plan.cells}
-    for cell_id in skipped:
-        cell = by_id[cell_id]
-        run = store.latest_run(cell_id)
-        grade = store.latest_grade(run.id) if run else None
-        if cell.is_control or run is None or run.status != "ok" or (grade and grade.verdict != "ungraded"):
-            continue
-        control = store.latest_run(cell.control_id)
-        if control is None or control.status != "ok":
-            continue
-        regrade_run(store, cell, run, plan.spec.grading, sweep_id)
-
-
-def regrade_run(store: Store, cell: Cell, run: Run, grading: Grading, sweep_id: int | None = None) -> Grade:
-    """Grade a recorded run again from what the store holds, with the sweep's grader
-    (:func:`grade_cell`), and append the grade: the sweep's late grades and `vmatrix results
-    regrade` both come through here."""
-    outcome = RunOutcome(cell.id, run.status, run.started_at, run.finished_at, transcript=store.transcript_for(run.id),
-                         log_path=run.log_path)
-    grade = grade_cell(store, cell, outcome, grading, sweep_id)
-    store.record_grade(run.id, grade)
-    return grade

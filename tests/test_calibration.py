@@ -19,8 +19,9 @@ from sqlalchemy import exc, text
 from db.store import Store
 from jobs.grade import effective_tie_margin, grade_transcripts, noise_floor
 from jobs.replay import confidently_diverged
+from orchestrator.grading import calibrate, grade_cell, will_grade
 from orchestrator.matrix import expand
-from orchestrator.scheduler import calibrate, control_reference, grade_cell, run_sweep, will_grade
+from orchestrator.scheduler import control_reference, run_sweep
 from orchestrator.spec import Grading, parse_spec
 from vmatrix.cells import RunOutcome
 from vmatrix.records import ControlReference, Transcript
@@ -114,7 +115,7 @@ def test_grade_cell_tells_the_grader_what_the_cell_exercised(tmp_path: Path, rec
     the same run with the hit counters taken out (by hand) is unexercised."""
     from jobs.grade import Exercised
     from jobs.traces import save_trace, synth_trace
-    from orchestrator.scheduler import exercised
+    from orchestrator.grading import exercised
 
     matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "")
     plan = expand(parse_spec(matrix, "cov.yaml"), "cov.yaml")
@@ -172,7 +173,8 @@ def test_the_logit_scale_reaches_grade_cell_and_the_early_abort(tmp_path: Path, 
     """The canary's recorded scale (its folder's vmatrix-canary.json, written by hand here)
     or grading.logit_scale raise the margin, for the grade and for the replay's early abort."""
     from orchestrator.canary import canary_dir
-    from orchestrator.scheduler import _reference_for, tie_margin_for
+    from orchestrator.grading import tie_margin_for
+    from orchestrator.scheduler import reference_for
 
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
     # Not the shipped canary (its folder is the repository's): one built "here", in tmp.
@@ -203,7 +205,7 @@ def test_the_logit_scale_reaches_grade_cell_and_the_early_abort(tmp_path: Path, 
     # No model files in tmp: no end tokens known, so whole outputs are graded.
     assert grade.evidence["graded"] == "outputs"
     assert grade_cell(store, cell, outcome, grading.model_copy(update={"tie_steps": 0}), sweep).verdict == "corrupt"
-    ref = _reference_for(store, control.id, {}, grading.model_copy(update={"abort_after": 2}),
+    ref = reference_for(store, control.id, {}, grading.model_copy(update={"abort_after": 2}),
                          tie_margin_for(grading, cell.model.name))
     assert isinstance(ref, ControlReference) and ref.tie_margin == 0.0625
 

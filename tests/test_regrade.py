@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from db.store import Store
+from orchestrator.grading import grade_waiting
 from orchestrator.matrix import expand
-from orchestrator.scheduler import grade_waiting
 from orchestrator.spec import parse_spec
 from vmatrix.cells import Grade, RunOutcome
 from vmatrix.records import RequestRecord, Transcript
