@@ -75,7 +75,7 @@ def _request_columns(r: RequestRecord) -> dict[str, Any]:
     return asdict(r) | {"expect": r.expect.to_json() if r.expect is not None else None}
 
 
-def _to_url(url_or_path: str | Path) -> URL:
+def to_url(url_or_path: str | Path) -> URL:
     if isinstance(url_or_path, str) and "://" in url_or_path:
         try:
             url = make_url(url_or_path)
@@ -118,7 +118,7 @@ class Store:
         SQLite files and PostgreSQL (``postgresql://`` or ``postgresql+psycopg://``, the
         ``pg`` extra) are tested; a URL that cannot be used raises :class:`StoreError`.
         """
-        url = _to_url(url_or_path)
+        url = to_url(url_or_path)
         # A file is named as the user gave it; a URL without its password.
         shown = url.render_as_string(hide_password=True) if "://" in str(url_or_path) else str(url_or_path)
         try:

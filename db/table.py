@@ -148,12 +148,12 @@ def lookup_table(source: Readable, rows: list[str], cols: list[str], sweep_id: i
     )
 
 
-def _corner(table: Table) -> str:
+def corner(table: Table) -> str:
     return f"{', '.join(table.row_keys)} \\ {', '.join(table.col_keys)}"
 
 
 def _render_text(table: Table) -> str:
-    headers = [_corner(table), *table.cols]
+    headers = [corner(table), *table.cols]
     body = [[row, *(table.cells.get((row, c), "-") for c in table.cols)] for row in table.rows]
     # As wide as the table wants (up to RENDER_WIDTH), so nothing is wrapped or cut off in
     # the returned string: each column as wide as its widest line plus padding, one rule
@@ -178,7 +178,7 @@ def _md_escape(text: str) -> str:
 
 
 def _render_markdown(table: Table) -> str:
-    header = [_corner(table), *table.cols]
+    header = [corner(table), *table.cols]
     lines = [
         "| " + " | ".join(_md_escape(h) for h in header) + " |",
         "|" + "---|" * len(header),

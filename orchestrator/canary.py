@@ -71,7 +71,7 @@ def is_canary(model_name: str) -> bool:
     return model_name.startswith("canary:")
 
 
-def _recipe(name: str) -> dict[str, Any]:
+def canary_recipe(name: str) -> dict[str, Any]:
     if name not in CANARIES:
         raise CanaryError(f"unknown canary '{name}' (known: {', '.join(CANARIES)})")
     code = hashlib.sha256(BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()
@@ -80,7 +80,7 @@ def _recipe(name: str) -> dict[str, Any]:
 
 def built_dir(name: str) -> Path:
     """Where a build of the canary's recipe on this machine goes."""
-    return cache_dir() / "canaries" / f"{name}-{digest(_recipe(name))[:12]}"
+    return cache_dir() / "canaries" / f"{name}-{digest(canary_recipe(name))[:12]}"
 
 
 def shipped_dir(name: str) -> Path | None:
@@ -90,7 +90,7 @@ def shipped_dir(name: str) -> Path | None:
         recorded = json.loads(meta.read_text())
     except (OSError, ValueError):
         return None
-    same = {k: recorded.get(k) for k in ("name", "args", "builder")} == _recipe(name)
+    same = {k: recorded.get(k) for k in ("name", "args", "builder")} == canary_recipe(name)
     return meta.parent if same else None
 
 
@@ -145,7 +145,7 @@ def files_digest(folder: Path) -> str:
 
 def model_ref(spec: ModelSpec) -> ModelRef:
     if spec.canary is not None:
-        return ModelRef(path=str(canary_dir(spec.canary)), digest=digest(_recipe(spec.canary)), name=f"canary:{spec.canary}")
+        return ModelRef(path=str(canary_dir(spec.canary)), digest=digest(canary_recipe(spec.canary)), name=f"canary:{spec.canary}")
     path = Path(spec.path or "").expanduser().resolve()
     if not (path / "config.json").is_file():
         raise CanaryError(f"{path}: not a model folder (no config.json)")
@@ -213,7 +213,7 @@ def ensure_canary(name: str, python: Path, log: Path | None = None, train: bool 
             raise CanaryError(f"building canary '{name}' failed: {last}")
         report = tmp / "canary-report.json"
         measured = json.loads(report.read_text()) if report.is_file() else {}
-        meta = _recipe(name) | {"files": shipped_files(tmp)}
+        meta = canary_recipe(name) | {"files": shipped_files(tmp)}
         if "logit_scale" in measured:
             meta["logit_scale"] = measured["logit_scale"]
         (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

@@ -81,7 +81,7 @@ def test_logit_scale_is_read_from_the_canary_folder(tmp_path: Path, monkeypatch:
     recipe and file digests in vmatrix-canary.json (here a stand-in "python" that writes a
     folder as the builder would; no model is built); the shipped canary's is read from the
     shipped folder."""
-    from orchestrator.canary import _recipe, built_dir, ensure_canary, logit_scale, shipped_dir
+    from orchestrator.canary import built_dir, canary_recipe, ensure_canary, logit_scale, shipped_dir
 
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
     assert logit_scale("canary:random-qwen3next") is None, "not built here"
@@ -101,8 +101,8 @@ def test_logit_scale_is_read_from_the_canary_folder(tmp_path: Path, monkeypatch:
     # The trained canary is shipped, not built: its scale comes with it, and without a
     # shipped checkpoint of its recipe it is not trained behind the user's back.
     assert shipped_dir("tiny-qwen3next") is not None and logit_scale("canary:tiny-qwen3next") > 0
-    monkeypatch.setitem(_recipe.__globals__["CANARIES"], "tiny-qwen3next",
-                        {**_recipe("tiny-qwen3next")["args"], "seed": 2})
+    monkeypatch.setitem(canary_recipe.__globals__["CANARIES"], "tiny-qwen3next",
+                        {**canary_recipe("tiny-qwen3next")["args"], "seed": 2})
     with pytest.raises(CanaryError, match="vmatrix canary build tiny-qwen3next --train"):
         ensure_canary("tiny-qwen3next", fake)
 
@@ -113,7 +113,7 @@ def test_every_shipped_checkpoint_is_what_its_recorded_recipe_made_and_that_reci
     corpus bytes, arguments) is the one in the repository, so the checkpoint engines load is
     the one the recipe describes. Editing the builder, the corpus or the arguments fails
     here until the canary is retrained (`vmatrix canary build NAME --train`) and shipped."""
-    from orchestrator.canary import CANARIES, META, SHIPPED, _recipe, needs_training, shipped_dir, shipped_files
+    from orchestrator.canary import CANARIES, META, SHIPPED, canary_recipe, needs_training, shipped_dir, shipped_files
 
     shipped = sorted(p.name for p in SHIPPED.iterdir() if p.is_dir())
     assert shipped, "no canary is shipped"
@@ -121,7 +121,7 @@ def test_every_shipped_checkpoint_is_what_its_recorded_recipe_made_and_that_reci
     for name in shipped:
         meta = json.loads((SHIPPED / name / META).read_text())
         assert shipped_files(SHIPPED / name) == meta["files"], f"{name}: files differ from their recorded digests"
-        assert {k: meta[k] for k in ("name", "args", "builder")} == _recipe(name), f"{name}: made by another recipe"
+        assert {k: meta[k] for k in ("name", "args", "builder")} == canary_recipe(name), f"{name}: made by another recipe"
         assert shipped_dir(name) == SHIPPED / name
         assert meta["logit_scale"] > 0 and {"config.json", "model.safetensors", "tokenizer.json"} <= set(meta["files"])
 

@@ -24,8 +24,8 @@ from db.models import Base, MetricRow, RequestRow, Run, RunSampleRow
 from db.queries import list_runs, metric_totals_for, show_cell
 from db.revision import HEAD_REVISION
 from db.samples import RunSamples, counter_totals
-from db.store import Store, StoreError, _to_url, alembic_config
-from db.table import RENDER_WIDTH, Table, _corner, knob_text, lookup_table, render_table
+from db.store import Store, StoreError, alembic_config, to_url
+from db.table import RENDER_WIDTH, Table, corner, knob_text, lookup_table, render_table
 from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
 from vmatrix.errors import VmatrixError
 from vmatrix.recipe import EngineRecipe
@@ -134,7 +134,7 @@ def test_store_at_head_opens_without_alembic(store: Store, db_url: str, monkeypa
     migration), or stores would be read without being migrated."""
     from alembic.script import ScriptDirectory
 
-    url = _to_url(db_url)
+    url = to_url(db_url)
     assert HEAD_REVISION == ScriptDirectory.from_config(alembic_config(url)).get_current_head()
     monkeypatch.setattr(command, "upgrade", lambda *a, **k: pytest.fail("alembic ran on a store at head"))
     Store.open(db_url).close()
@@ -433,7 +433,7 @@ def test_sqlite_read_path_needs_a_store_at_head(store: Store, db_url: str) -> No
     store.record_grade(store.record_run(sweep, outcome(cell)), Grade("divergent", "-"))  # type: ignore[arg-type]
     assert cell_results(direct, sweep) == cell_results(store, sweep)
     assert cell_results(direct)[0].verdict == "corrupt"  # the legacy name reads as today's, as through the ORM
-    command.downgrade(alembic_config(_to_url(db_url)), "0005")
+    command.downgrade(alembic_config(to_url(db_url)), "0005")
     assert open_sqlite_at_head(path) is None  # behind head: Store.open migrates it first
 
 
@@ -442,7 +442,7 @@ def _rich_layout(table: Table) -> str:
     """How `_render_text` laid tables out before it computed their width itself: measured
     by Rich, capped at RENDER_WIDTH, cells wrapped as Rich wraps them."""
     grid = RichTable()
-    for header in [_corner(table), *table.cols]:
+    for header in [corner(table), *table.cols]:
         grid.add_column(Text(header))
     for row in table.rows:
         grid.add_row(Text(row), *(Text(table.cells.get((row, c), "-")) for c in table.cols))
@@ -464,7 +464,7 @@ def test_text_table_layout_matches_rich_measure(cell: str) -> None:
 def test_migration_0003_backfills_run_samples(db_url: str) -> None:
     """A store recorded before run_samples existed gets them, equal to what the store now
     writes with each run, from its requests and metrics when it is opened."""
-    url = _to_url(db_url)
+    url = to_url(db_url)
     command.upgrade(alembic_config(url), "0002")
     old = Store(create_engine(url))  # the schema as migration 0002 left it
     sweep = old.create_sweep("old", "a.yaml", "")
@@ -511,7 +511,7 @@ def test_migration_0003_backfills_run_samples(db_url: str) -> None:
 def test_migration_0008_reads_older_requests_as_without_expectation(db_url: str) -> None:
     """Requests recorded at 0007 (before expectations) read back with expect None and no
     known answer end, through the same transcript the grader and `results regrade` read."""
-    url = _to_url(db_url)
+    url = to_url(db_url)
     command.upgrade(alembic_config(url), "0007")
     old = Store(create_engine(url))  # the schema as migration 0007 left it
     sweep = old.create_sweep("old", "a.yaml", "")
