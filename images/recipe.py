@@ -12,7 +12,7 @@ import functools
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
@@ -34,13 +34,18 @@ class EngineRecipe:
 
     vllm: str
     accelerator: Literal["cpu", "cuda"] = "cpu"
-    patches: str | None = None  # patch set name under images/patches/
+    patches: str | None = None  # patch set name under images/patches/, or a label for a folder / list
     patch_digest: str | None = None  # sha256 over the patch set's files, in order
     lmcache: str | None = None
     # A wheel (URL, file:// URL or local path) installed instead of the release
     # `vllm`: a per-commit build. `vllm` then still holds a version (e.g.
     # 0.30.0+g0123456789ab) because engine flags depend on it.
     wheel: str | None = None
+    # Where the patches of a folder or list form were resolved to: (name, absolute path,
+    # note) per patch, in order. Not part of the identity (the digest stands for their
+    # content, and a path depends on where the matrix file lives); empty for a set name,
+    # whose files are found by name.
+    patch_paths: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 
     # Fields added after the first cell ids were recorded. They are left out of the
     # hashed identity while unset, so every recipe that does not use them keeps the
@@ -50,6 +55,7 @@ class EngineRecipe:
     def identity(self) -> dict[str, Any]:
         """The recipe as the dict its content hashes are taken over."""
         data = asdict(self)
+        del data["patch_paths"]
         for name in self._ADDED_LATER:
             if data[name] is None:
                 del data[name]
@@ -91,10 +97,24 @@ def patch_files(name: str) -> list[Path]:
 
 
 def patch_set_digest(name: str) -> str:
+    return files_digest([(f.name, f.read_bytes()) for f in patch_files(name)])
+
+
+def files_digest(named: list[tuple[str, bytes]]) -> str:
+    """The digest of patches given as (name, content), in order: a set's digest is this over its files."""
     h = hashlib.sha256()
-    for f in patch_files(name):
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    for name, data in named:
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()[:16]
+
+
+def recipe_patches(recipe: EngineRecipe) -> list[tuple[str, Path, str]]:
+    """What a runtime applies, in order: (name shown in errors, file, note), for every form."""
+    if recipe.patch_paths:
+        return [(name, Path(path), note) for name, path, note in recipe.patch_paths]
+    if recipe.patches:
+        return [(f"{recipe.patches}/{f.name}", f, "") for f in patch_files(recipe.patches)]
+    return []
 
 
 def wheel_path(wheel: str) -> Path | None:

@@ -20,7 +20,7 @@ from typing import Any
 from filelock import FileLock
 
 from images.build import BuiltImage, ImageBuildError, ImageOptions, build_image, client, image_packages
-from images.recipe import EngineRecipe, patch_files
+from images.recipe import EngineRecipe, recipe_patches
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.affinity import format_cpulist
 from orchestrator.runtimes.local import EnvBuildError, owner_gone, owner_id, wait_healthy
@@ -56,8 +56,8 @@ def ensure_image(recipe: EngineRecipe, options: ImageOptions | None, log: Path) 
     except ImageBuildError as exc:
         raise EnvBuildError(str(exc)) from None
     patches = [
-        {"file": f"{recipe.patches}/{f.name}", "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
-        for f in (patch_files(recipe.patches) if recipe.patches else [])
+        {"file": name, "sha256": hashlib.sha256(f.read_bytes()).hexdigest(), **({"note": note} if note else {})}
+        for name, f, note in recipe_patches(recipe)
     ]
     fingerprint = {
         "recipe": recipe.label,
