@@ -136,8 +136,11 @@ def resolve(patches: str | list[PatchEntry]) -> ResolvedPatches:
         label = "+".join(name for name, _, _ in entries)
     named: list[tuple[str, bytes]] = []
     paths = []
-    for name, path, target in entries:
-        data, dropped = for_target(name, path.read_bytes(), target)
+    for i, (name, path, target) in enumerate(entries):
+        try:
+            data, dropped = for_target(name, path.read_bytes(), target)
+        except PatchSetError as exc:
+            raise PatchSetError(f"[{i}]: {exc}" if isinstance(patches, list) else str(exc)) from None
         note = f"target {target}" + (f"; left out {len(dropped)} file(s) outside {target}/: {', '.join(dropped)}"
                                      if dropped else "")
         if dropped:
@@ -158,15 +161,16 @@ _HUNK = re.compile(r"^Hunk #\d+ FAILED at \d+")
 def failure_reason(output: str) -> str:
     """The line a failed ``patch --dry-run`` means, with the file it was patching."""
     lines = output.strip().splitlines() or ["patch failed"]
-    current = header = ""
-    for ln in lines:
+    current = ""
+    for i, ln in enumerate(lines):
         if ln.startswith(("checking file ", "patching file ")):
             current = ln.split(" ", 2)[2].strip()
-        elif ln.startswith(("|+++ ", "|--- ")) and "/dev/null" not in ln:
-            header = ln[5:].split("\t")[0].strip()  # the header patch echoes when it cannot find the file
         elif _HUNK.match(ln) or "Reversed" in ln:
             return f"{current}: {ln.strip()}" if current else ln.strip()
         elif "can't find file" in ln:
-            return f"{header}: {ln.strip()}" if header else ln.strip()
+            # patch echoes the headers it could not place after this line: name the file from them.
+            headers = [x[5:].split("\t")[0].strip() for x in lines[i:] if x.startswith(("|+++ ", "|--- "))]
+            named = next((h.split("/", 1)[-1] for h in headers if h != "/dev/null"), "")
+            return f"{named}: {ln.strip()}" if named else ln.strip()
     keys = ("FAILED", "can't find", "No file", "malformed", "Only garbage")
     return next((ln for ln in lines if any(k in ln for k in keys)), lines[-1]).strip()

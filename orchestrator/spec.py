@@ -15,7 +15,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     create_model,
     field_validator,
@@ -163,7 +165,11 @@ class EngineSpec(_Strict):
     accelerator: Literal["cpu", "cuda"] = "cpu"
     # A patch set's name (images/patches/ or VMATRIX_PATCHES_DIR), a folder of *.patch /
     # *.diff files relative to the matrix file, or a list of files and URLs.
-    patches: str | list[Annotated[PatchEntry, BeforeValidator(_patch_entry)]] | None = None
+    patches: Annotated[
+        Annotated[str, Tag("name")] | Annotated[list[Annotated[PatchEntry, BeforeValidator(_patch_entry)]], Tag("list")],
+        # Tagged so a bad list entry is reported as itself, not as "should be a string".
+        Discriminator(lambda v: "name" if isinstance(v, str) else "list"),
+    ] | None = None
     lmcache: str | None = None
 
     @field_validator("patches")
