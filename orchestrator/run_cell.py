@@ -72,7 +72,7 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
 
     Raises EnvBuildError when the environment cannot be built.
     """
-    env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
+    env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
     if runtime.owner:
         env_vars[OWNER_ENV] = runtime.owner
     port = free_port()
@@ -147,7 +147,7 @@ def run_cell(
     timings["env_s"] = time.monotonic() - t
     sidecar = None
     if lmc is not None and lmc.sidecar is not None:
-        process_env = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
+        process_env = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
         if runtime.owner:
             process_env[OWNER_ENV] = runtime.owner
         sidecar = EngineProcess(argv=lmc.sidecar.argv, env=process_env, log_path=log_dir / f"{cell.id}-{stamp}.lmcache.log",

@@ -77,6 +77,12 @@ class Knobs(_Strict):
     lmcache_l1_gb: float | None = Field(default=None, gt=0)
     lmcache_l2_disk: bool | None = None
     kv_role: Literal["kv_both", "kv_producer", "kv_consumer"] | None = None
+    # --async-scheduling / --no-async-scheduling; unset: the release's default.
+    async_scheduling: bool | None = None
+    # VLLM_USE_V2_MODEL_RUNNER=0/1 (an environment variable, so a release without it would
+    # ignore it silently: orchestrator/geometry.py makes such cells `invalid`); unset: the
+    # release picks (0.27.1+ default to V2 for some architectures and fall back to V1).
+    model_runner: Literal["v1", "v2"] | None = None
 
     def canonical(self) -> dict[str, Any]:
         """The knobs as a cell stores and hashes them.
@@ -95,7 +101,7 @@ class Knobs(_Strict):
 
 # Knobs added after the first recorded cells (see Knobs.canonical).
 LMCACHE_KNOBS = ("lmcache_connector", "lmcache_chunk_size", "lmcache_l1_gb", "lmcache_l2_disk", "kv_role")
-LATER_KNOBS = LMCACHE_KNOBS
+LATER_KNOBS = (*LMCACHE_KNOBS, "async_scheduling", "model_runner")
 
 
 KNOB_NAMES = tuple(Knobs.model_fields)
