@@ -109,7 +109,7 @@ def _entry_name(entry: PatchEntry) -> str:
     return Path(urlparse(entry.url or "").path).name or "patch"
 
 
-def resolve(patches: str | list[PatchEntry]) -> ResolvedPatches:
+def resolve(patches: str | tuple[PatchEntry, ...]) -> ResolvedPatches:
     """The files to apply for an engine's ``patches:`` (paths already anchored by load_spec)."""
     if isinstance(patches, str) and not is_patch_folder(patches):
         return ResolvedPatches(patches, patch_set_digest(patches), ())
@@ -140,7 +140,7 @@ def resolve(patches: str | list[PatchEntry]) -> ResolvedPatches:
         try:
             data, dropped = for_target(name, path.read_bytes(), target)
         except PatchSetError as exc:
-            raise PatchSetError(f"[{i}]: {exc}" if isinstance(patches, list) else str(exc)) from None
+            raise PatchSetError(f"[{i}]: {exc}" if isinstance(patches, tuple) else str(exc)) from None
         note = f"target {target}" + (f"; left out {len(dropped)} file(s) outside {target}/: {', '.join(dropped)}"
                                      if dropped else "")
         if dropped:

@@ -172,8 +172,9 @@ class EngineSpec(_Strict):
     # A patch set's name (images/patches/ or VMATRIX_PATCHES_DIR), a folder of *.patch /
     # *.diff files relative to the matrix file, or a list of files and URLs.
     patches: Annotated[
-        Annotated[str, Tag("name")] | Annotated[list[Annotated[PatchEntry, BeforeValidator(_patch_entry)]], Tag("list")],
-        # Tagged so a bad list entry is reported as itself, not as "should be a string".
+        Annotated[str, Tag("name")] | Annotated[tuple[Annotated[PatchEntry, BeforeValidator(_patch_entry)], ...], Tag("list")],
+        # Tagged so a bad list entry is reported as itself, not as "should be a string". A
+        # tuple, not a list: engines are hashed (bisect compares them as set members).
         Discriminator(lambda v: "name" if isinstance(v, str) else "list"),
     ] | None = None
     lmcache: str | None = None
@@ -181,13 +182,13 @@ class EngineSpec(_Strict):
     @field_validator("patches")
     @classmethod
     def _non_empty(cls, v: Any) -> Any:
-        if isinstance(v, list) and not v:
+        if isinstance(v, tuple) and not v:
             raise ValueError("an empty list patches nothing; leave `patches` out")
         return v
 
     @model_validator(mode="after")
     def _lmcache_target(self) -> EngineSpec:
-        if isinstance(self.patches, list) and self.lmcache is None:
+        if isinstance(self.patches, tuple) and self.lmcache is None:
             for i, entry in enumerate(self.patches):
                 if entry.target == "lmcache":
                     raise ValueError(f"patches[{i}]: target lmcache needs `lmcache: VERSION` on this engine")
@@ -409,9 +410,9 @@ def _anchor_patches(engine: EngineSpec, base: Path) -> EngineSpec:
     patches = engine.patches
     if isinstance(patches, str) and is_patch_folder(patches):
         patches = str((base / Path(patches).expanduser()).resolve())
-    elif isinstance(patches, list):
-        patches = [e.model_copy(update={"file": str((base / Path(e.file).expanduser()).resolve())}) if e.file else e
-                   for e in patches]
+    elif isinstance(patches, tuple):
+        patches = tuple(e.model_copy(update={"file": str((base / Path(e.file).expanduser()).resolve())}) if e.file else e
+                        for e in patches)
     return engine.model_copy(update={"patches": patches})
 
 

@@ -226,3 +226,12 @@ def test_an_image_gets_a_lists_patches_numbered_in_order_with_their_content_in_t
     assert sorted(k for k in ctx.files if k.startswith("patches/")) == ["patches/0001-z.patch", "patches/0002-a.patch"]
     (tmp_path / "a.diff").write_text(_diff(VLLM_FILE, "b\n", "d\n"))
     assert render(next(iter(_recipes(path).values())).engine, options).tag != ctx.tag
+
+
+def test_an_engine_with_a_patch_list_can_be_bisected(tmp_path: Path) -> None:
+    from orchestrator.bisect.selector import base_engine, parse_selector
+
+    (tmp_path / "a.patch").write_text(_diff(VLLM_FILE, "a\n", "b\n"))
+    spec = load_spec(_matrix(tmp_path, "  - {vllm: 0.32.0, patches: [a.patch]}"), check_index=False)
+    # bisect compares engines as set members: a list of patches must be hashable.
+    assert base_engine(spec, parse_selector("prefix_caching=off")).patches == spec.engines[0].patches
