@@ -235,3 +235,37 @@ def test_an_engine_with_a_patch_list_can_be_bisected(tmp_path: Path) -> None:
     spec = load_spec(_matrix(tmp_path, "  - {vllm: 0.32.0, patches: [a.patch]}"), check_index=False)
     # bisect compares engines as set members: a list of patches must be hashable.
     assert base_engine(spec, parse_selector("prefix_caching=off")).patches == spec.engines[0].patches
+
+
+def test_a_git_diff_keeps_its_new_and_deleted_target_files_and_drops_the_rest(tmp_path: Path) -> None:
+    import subprocess
+
+    from orchestrator.patch_sources import for_target
+
+    # A real `git diff` of a PR-shaped change: a new module, a deleted one, a test, a doc.
+    repo = tmp_path / "repo"
+    (repo / "vllm").mkdir(parents=True)
+    (repo / "vllm" / "old.py").write_text("gone = 1\n")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "x.md").write_text("a\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (repo / "vllm" / "old.py").unlink()
+    (repo / "vllm" / "new.py").write_text("new = 1\n")
+    (repo / "docs" / "x.md").write_text("b\n")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_new.py").write_text("def test(): pass\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    diff = subprocess.run([*git, "diff", "--cached"], check=True, capture_output=True).stdout
+    kept, dropped = for_target("pr.diff", diff, "vllm")
+    assert sorted(dropped) == ["docs/x.md", "tests/test_new.py"]
+    site = tmp_path / "site"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "old.py").write_text("gone = 1\n")
+    (tmp_path / "kept.diff").write_bytes(kept)
+    subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(tmp_path / "kept.diff")],
+                   check=True, capture_output=True)
+    assert (site / "vllm" / "new.py").read_text() == "new = 1\n" and not (site / "vllm" / "old.py").exists()
+    assert sorted(p.name for p in site.rglob("*") if p.is_file()) == ["new.py"]
