@@ -125,13 +125,12 @@ def resolve(patches: str | tuple[PatchEntry, ...]) -> ResolvedPatches:
     else:
         entries = []
         for i, entry in enumerate(patches):
-            where = f"[{i}] {entry.file or entry.url}"
             try:
                 path = Path(entry.file) if entry.file else fetch(entry.url or "")
             except PatchSetError as exc:
                 raise PatchSetError(f"[{i}]: {exc}") from None
             if not path.is_file():
-                raise PatchSetError(f"{where}: no such file")
+                raise PatchSetError(f"[{i}]: {path}: no such file")
             entries.append((_entry_name(entry), path, entry.target))
         label = "+".join(name for name, _, _ in entries)
     named: list[tuple[str, bytes]] = []

@@ -120,6 +120,11 @@ def test_a_file_list_applies_in_order_so_stacked_patches_on_one_file_apply(tmp_p
     swapped = _matrix(tmp_path, "  - {vllm: 0.32.0, patches: [b.diff, a.patch]}")
     assert next(iter(_recipes(swapped).values())).id != cell.id, "order is part of the content"
 
+    missing = _matrix(tmp_path, "  - {vllm: 0.32.0, patches: [a.patch, gone.patch]}")
+    with pytest.raises(SpecError) as err:
+        _recipes(missing)
+    assert str(err.value) == f"{missing}: engines[0].patches[1]: {tmp_path / 'gone.patch'}: no such file"
+
     (tmp_path / "m.yaml").write_text("name: p\nengines: [{vllm: 0.32.0, patches: [fix.txt]}]\n"
                                      "model: {canary: tiny-qwen3next}\n")
     with pytest.raises(SpecError, match=r"m.yaml:2: engines\[0\]\.patches\[0\]: file: 'fix.txt' is not a .patch or .diff"):
