@@ -25,7 +25,7 @@ from typing import Any, Literal
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
-from images.recipe import CPU_UNWANTED, find_links, patch_files, pip_config, requirements
+from images.recipe import CPU_UNWANTED, find_links, pip_config, recipe_patches, requirements
 from vmatrix.errors import ImageBuildError
 from vmatrix.recipe import EngineRecipe
 
@@ -117,8 +117,12 @@ def render(recipe: EngineRecipe, options: ImageOptions | None = None) -> BuildCo
         if not Path(ca).is_file():
             raise ImageBuildError(f"images.ca_bundle: {ca} is not a file")
         files["ca.crt"] = Path(ca)
-    if recipe.patches:
-        files |= {f"patches/{f.name}": f for f in patch_files(recipe.patches)}
+    if recipe.patch_paths:
+        # A folder's or list's files, numbered so the Dockerfile's `patches/*.patch` glob
+        # keeps their order and a .diff or a clashing name is applied too.
+        files |= {f"patches/{i:04d}-{Path(name).stem}.patch": f for i, (name, f, _) in enumerate(recipe_patches(recipe), 1)}
+    elif recipe.patches:
+        files |= {f"patches/{f.name}": f for _, f, _ in recipe_patches(recipe)}
     python = "/opt/venv/bin/python" if install else "python3"
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     dockerfile = env.from_string(TEMPLATE.read_text()).render(

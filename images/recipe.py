@@ -41,10 +41,24 @@ def patch_files(name: str) -> list[Path]:
 
 
 def patch_set_digest(name: str) -> str:
+    return files_digest([(f.name, f.read_bytes()) for f in patch_files(name)])
+
+
+def files_digest(named: list[tuple[str, bytes]]) -> str:
+    """The digest of patches given as (name, content), in order: a set's digest is this over its files."""
     h = hashlib.sha256()
-    for f in patch_files(name):
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    for name, data in named:
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()[:16]
+
+
+def recipe_patches(recipe: EngineRecipe) -> list[tuple[str, Path, str]]:
+    """What a runtime applies, in order: (name shown in errors, file, note), for every form."""
+    if recipe.patch_paths:
+        return [(name, Path(path), note) for name, path, note in recipe.patch_paths]
+    if recipe.patches:
+        return [(f"{recipe.patches}/{f.name}", f, "") for f in patch_files(recipe.patches)]
+    return []
 
 
 def wheel_path(wheel: str) -> Path | None:

@@ -68,16 +68,22 @@ def engine_argv(
     ):
         if knobs.get(knob) is not None:
             argv += [flag, str(knobs[knob])]
+    if knobs.get("async_scheduling") is not None:
+        argv.append("--async-scheduling" if knobs["async_scheduling"] else "--no-async-scheduling")
     if kv_transfer is not None:
         argv += ["--kv-transfer-config", json.dumps(kv_transfer, sort_keys=True)]
     argv += list(knobs.get("extra_args") or ())
     return argv
 
 
-def engine_env(recipe: EngineRecipe, cpus: float) -> dict[str, str]:
+def engine_env(recipe: EngineRecipe, cpus: float, knobs: dict[str, Any] | None = None) -> dict[str, str]:
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "PYTHONUNBUFFERED": "1"}
     if recipe.accelerator == "cpu":
         threads = str(max(1, int(cpus)))
         # vLLM's own binding pins every engine to the same cores; cells share a host.
         env |= {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": threads, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    runner = (knobs or {}).get("model_runner")
+    if runner is not None:
+        # The model runner has no CLI flag: vLLM reads this variable (vllm/envs.py).
+        env["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
     return env

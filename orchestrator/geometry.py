@@ -15,10 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.version import Version
+
 from vmatrix.recipe import EngineRecipe
 
 # LMCache's own default chunk size (lmcache.v1.config, 0.5.x), used when the knob is unset.
 LMCACHE_DEFAULT_CHUNK = 256
+
+
+# The first release whose engine reads VLLM_USE_V2_MODEL_RUNNER on each accelerator, found
+# in the wheels' sources (vllm/envs.py and vllm/v1/worker/{gpu,cpu}_worker.py): the
+# variable appears in 0.12.0 (absent from 0.11.0); the CPU worker builds the V2 runner
+# from 0.23.0 on (0.22.0's cpu_worker.py does not look at it). Older engines
+# would ignore the variable without a word, so the cell could not be what it says.
+MODEL_RUNNER_SINCE = {"cuda": Version("0.12.0"), "cpu": Version("0.23.0")}
 
 
 @dataclass(frozen=True)
@@ -59,4 +69,11 @@ def violations(engine: EngineRecipe, knobs: dict[str, Any]) -> list[Violation]:
             found.append(Violation(
                 "align-lmcache-batched-lt-2-blocks",
                 f"align mode with LMCache needs max_num_batched_tokens ({batched}) < 2 * block_size ({2 * block})"))
+    runner = knobs.get("model_runner")
+    since = MODEL_RUNNER_SINCE[engine.accelerator]
+    if runner is not None and Version(engine.vllm).release < since.release:
+        found.append(Violation(
+            "model-runner-unknown-to-release",
+            f"model_runner {runner}: {engine.distribution} {engine.vllm} does not read VLLM_USE_V2_MODEL_RUNNER "
+            f"(its {engine.accelerator} engine does from {since} on)"))
     return found

@@ -11,9 +11,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from images.recipe import PatchSetError, patch_set_digest
+from images.recipe import PatchSetError
 from jobs.workload import workload_digest
 from orchestrator.canary import CanaryError, model_ref
+from orchestrator.patch_sources import resolve
 from orchestrator.spec import Knobs, MatrixSpec, Rule, SpecError
 from vmatrix.cells import Cell
 from vmatrix.recipe import EngineRecipe
@@ -52,16 +53,18 @@ def engine_recipes(spec: MatrixSpec, source: str = "matrix") -> list[EngineRecip
     recipes = []
     for i, engine in enumerate(spec.engines):
         try:
-            digest = patch_set_digest(engine.patches) if engine.patches else None
+            resolved = resolve(engine.patches) if engine.patches else None
         except PatchSetError as exc:
-            raise SpecError(f"{source}: engines[{i}].patches: {exc}") from None
+            sep = "" if str(exc).startswith("[") else ": "
+            raise SpecError(f"{source}: engines[{i}].patches{sep}{exc}") from None
         recipes.append(
             EngineRecipe(
                 vllm=engine.vllm,
                 accelerator=engine.accelerator,
-                patches=engine.patches,
-                patch_digest=digest,
+                patches=resolved.label if resolved else None,
+                patch_digest=resolved.digest if resolved else None,
                 lmcache=engine.lmcache,
+                patch_paths=resolved.paths if resolved else (),
             )
         )
     return recipes

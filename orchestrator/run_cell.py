@@ -55,7 +55,7 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
             run_dir: Path) -> tuple[Engine, dict, lmcache.LMCacheSetup | None]:
     """The runtime's engine environment (built if needed), an engine for the cell in it
     (not started yet), and the cell's LMCache setup. Raises BuildError."""
-    env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
+    env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
     if runtime.owner:
         env_vars[OWNER_ENV] = runtime.owner
     env = runtime.environment(cell.engine, log_dir)
@@ -100,7 +100,7 @@ def run_cell(
     timings["env_s"] = time.monotonic() - t
     sidecar = None
     if lmc is not None and lmc.sidecar is not None:
-        process_env = engine_env(cell.engine, cell.resources.get("cpus", 1)) | {CELL_ENV: cell.id}
+        process_env = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
         if runtime.owner:
             process_env[OWNER_ENV] = runtime.owner
         sidecar = EngineProcess(argv=lmc.sidecar.argv, env=process_env, log_path=log_dir / f"{cell.id}-{stamp}.lmcache.log",

@@ -15,7 +15,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     create_model,
     field_validator,
@@ -72,6 +74,12 @@ class Knobs(_Strict):
     lmcache_l1_gb: float | None = Field(default=None, gt=0)
     lmcache_l2_disk: bool | None = None
     kv_role: Literal["kv_both", "kv_producer", "kv_consumer"] | None = None
+    # --async-scheduling / --no-async-scheduling; unset: the release's default.
+    async_scheduling: bool | None = None
+    # VLLM_USE_V2_MODEL_RUNNER=0/1 (an environment variable, so a release without it would
+    # ignore it silently: orchestrator/geometry.py makes such cells `invalid`); unset: the
+    # release picks (0.27.1+ default to V2 for some architectures and fall back to V1).
+    model_runner: Literal["v1", "v2"] | None = None
 
     def canonical(self) -> dict[str, Any]:
         """The knobs as a cell stores and hashes them.
@@ -90,7 +98,7 @@ class Knobs(_Strict):
 
 # Knobs added after the first recorded cells (see Knobs.canonical).
 LMCACHE_KNOBS = ("lmcache_connector", "lmcache_chunk_size", "lmcache_l1_gb", "lmcache_l2_disk", "kv_role")
-LATER_KNOBS = LMCACHE_KNOBS
+LATER_KNOBS = (*LMCACHE_KNOBS, "async_scheduling", "model_runner")
 
 
 KNOB_NAMES = tuple(Knobs.model_fields)
@@ -117,11 +125,71 @@ class Rule(Knobs):
     engine: str | None = None  # a vLLM version or an engine label
 
 
+PatchTarget = Literal["vllm", "lmcache"]
+
+
+class PatchEntry(_Strict):
+    """One patch of a ``patches:`` list: a local file or a URL, and the package it patches.
+
+    A bare string in the list is a URL when it starts with http:// or https://, else a
+    file relative to the matrix file; both patch vLLM. The mapping form names the target.
+    """
+
+    file: str | None = None
+    url: str | None = None
+    # The package whose files the patch changes, in the installed site-packages. Files of
+    # the diff outside that package (a PR's tests/, docs/, csrc/) are left out.
+    target: PatchTarget = "vllm"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PatchEntry:
+        if (self.file is None) == (self.url is None):
+            raise ValueError("give exactly one of `file: PATH` or `url: URL`")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url: {self.url!r} is not an http(s) URL")
+        if self.file is not None and not self.file.endswith((".patch", ".diff")):
+            raise ValueError(f"file: {self.file!r} is not a .patch or .diff file")
+        return self
+
+
+def _patch_entry(value: Any) -> Any:
+    if isinstance(value, str):
+        return {"url": value} if value.startswith(("http://", "https://")) else {"file": value}
+    return value
+
+
+def is_patch_folder(value: str) -> bool:
+    """A ``patches:`` string that names a folder (./mine, ../x, /abs, ~/x) rather than a set."""
+    return value.startswith((".", "/", "~")) or "/" in value
+
+
 class EngineSpec(_Strict):
     vllm: str
     accelerator: Literal["cpu", "cuda"] = "cpu"
-    patches: str | None = None
+    # A patch set's name (images/patches/ or VMATRIX_PATCHES_DIR), a folder of *.patch /
+    # *.diff files relative to the matrix file, or a list of files and URLs.
+    patches: Annotated[
+        Annotated[str, Tag("name")] | Annotated[tuple[Annotated[PatchEntry, BeforeValidator(_patch_entry)], ...], Tag("list")],
+        # Tagged so a bad list entry is reported as itself, not as "should be a string". A
+        # tuple, not a list: engines are hashed (bisect compares them as set members).
+        Discriminator(lambda v: "name" if isinstance(v, str) else "list"),
+    ] | None = None
     lmcache: str | None = None
+
+    @field_validator("patches")
+    @classmethod
+    def _non_empty(cls, v: Any) -> Any:
+        if isinstance(v, tuple) and not v:
+            raise ValueError("an empty list patches nothing; leave `patches` out")
+        return v
+
+    @model_validator(mode="after")
+    def _lmcache_target(self) -> EngineSpec:
+        if isinstance(self.patches, tuple) and self.lmcache is None:
+            for i, entry in enumerate(self.patches):
+                if entry.target == "lmcache":
+                    raise ValueError(f"patches[{i}]: target lmcache needs `lmcache: VERSION` on this engine")
+        return self
 
     @field_validator("vllm", mode="before")
     @classmethod
@@ -334,6 +402,17 @@ def _keys_in(data: Any, loc: tuple[Any, ...]) -> set[str]:
     return keys
 
 
+def _anchor_patches(engine: EngineSpec, base: Path) -> EngineSpec:
+    """Patch folders and files are relative to the matrix file, wherever vmatrix is run from."""
+    patches = engine.patches
+    if isinstance(patches, str) and is_patch_folder(patches):
+        patches = str((base / Path(patches).expanduser()).resolve())
+    elif isinstance(patches, tuple):
+        patches = tuple(e.model_copy(update={"file": str((base / Path(e.file).expanduser()).resolve())}) if e.file else e
+                        for e in patches)
+    return engine.model_copy(update={"patches": patches})
+
+
 def check_releases(spec: MatrixSpec, text: str, source: str) -> None:
     """Every engine names a release that exists on the index (when it can be reached)."""
     from orchestrator.versions import check_version
@@ -355,7 +434,7 @@ def load_spec(path: Path, check_index: bool = True) -> MatrixSpec:
     workloads = [
         w.model_copy(update={"trace": str((path.parent / w.trace).resolve())}) if w.trace else w for w in spec.workloads
     ]
-    spec = spec.model_copy(update={"workloads": workloads})
+    spec = spec.model_copy(update={"workloads": workloads, "engines": [_anchor_patches(e, path.parent) for e in spec.engines]})
     if check_index:
         check_releases(spec, text, str(path))
     return spec

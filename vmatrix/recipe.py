@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 
@@ -18,13 +18,18 @@ class EngineRecipe:
 
     vllm: str
     accelerator: Literal["cpu", "cuda"] = "cpu"
-    patches: str | None = None  # patch set name under images/patches/
+    patches: str | None = None  # patch set name under images/patches/, or a label for a folder / list
     patch_digest: str | None = None  # sha256 over the patch set's files, in order
     lmcache: str | None = None
     # A wheel (URL, file:// URL or local path) installed instead of the release
     # `vllm`: a per-commit build. `vllm` then still holds a version (e.g.
     # 0.30.0+g0123456789ab) because engine flags depend on it.
     wheel: str | None = None
+    # Where the patches of a folder or list form were resolved to: (name, absolute path,
+    # note) per patch, in order. Not part of the identity (the digest stands for their
+    # content, and a path depends on where the matrix file lives); empty for a set name,
+    # whose files are found by name.
+    patch_paths: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 
     # Fields added after the first cell ids were recorded. They are left out of the
     # hashed identity while unset, so every recipe that does not use them keeps the
@@ -34,6 +39,7 @@ class EngineRecipe:
     def identity(self) -> dict[str, Any]:
         """The recipe as the dict its content hashes are taken over."""
         data = asdict(self)
+        del data["patch_paths"]
         for name in self._ADDED_LATER:
             if data[name] is None:
                 del data[name]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from filelock import FileLock
 
 from images.build import BuiltImage, ImageOptions, build_image, client, image_packages
-from images.recipe import patch_files
+from images.recipe import recipe_patches
 from orchestrator.engine_args import engine_argv
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.affinity import format_cpulist
@@ -60,8 +60,8 @@ def ensure_image(recipe: EngineRecipe, options: ImageOptions | None, log: Path) 
         image: BuiltImage = build_image(recipe, options, log=log)
         packages = image_packages(image.tag)
     patches = [
-        {"file": f"{recipe.patches}/{f.name}", "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
-        for f in (patch_files(recipe.patches) if recipe.patches else [])
+        {"file": name, "sha256": hashlib.sha256(f.read_bytes()).hexdigest(), **({"note": note} if note else {})}
+        for name, f, note in recipe_patches(recipe)
     ]
     fingerprint = {
         "recipe": recipe.label,

@@ -27,13 +27,14 @@ from filelock import FileLock
 from images.recipe import (
     CPU_UNWANTED,
     find_links,
-    patch_files,
+    recipe_patches,
     requirements,
     staged_wheels,
     wheel_path,
 )
 from orchestrator import lmcache
 from orchestrator.engine_args import engine_argv
+from orchestrator.patch_sources import failure_reason
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.affinity import format_cpulist
 from orchestrator.runtimes.engine import OWNER_ENV, EngineEnvironment, free_port, owner_gone, owner_id, wait_healthy
@@ -170,25 +171,24 @@ def _install(root: Path, recipe: EngineRecipe, log: Path) -> None:
 
 
 def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str, str]]:
-    """Apply the patch set to site-packages; all-or-nothing thanks to a dry run first."""
+    """Apply the patches to site-packages in order, each after a dry run of it.
+
+    Each is checked against the tree the earlier ones left, so stacked patches (two PRs
+    touching one file) apply; an env whose patch fails is recorded as failed and never
+    used, so nothing needs undoing.
+    """
     site = _site_packages(root)
     applied = []
-    files = patch_files(recipe.patches) if recipe.patches else []
-    for f in files:
+    for name, f, note in recipe_patches(recipe):
         base = ["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)]
         check = subprocess.run([*base, "--dry-run"], check=False, capture_output=True, text=True)
         if check.returncode != 0:
-            lines = (check.stdout + check.stderr).strip().splitlines() or ["patch failed"]
-            keys = ("FAILED", "can't find", "No file", "Reversed")
-            reason = next((ln for ln in lines if any(k in ln for k in keys)), lines[-1])
             with log.open("a") as fh:
                 fh.write(check.stdout + check.stderr)
-            raise EnvBuildError(
-                f"patch {recipe.patches}/{f.name} does not apply to {recipe.distribution} {recipe.vllm}: {reason.strip()}"
-            )
-    for f in files:
-        _run(["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)], log)
-        applied.append({"file": f"{recipe.patches}/{f.name}", "sha256": hashlib.sha256(f.read_bytes()).hexdigest()})
+            reason = failure_reason(check.stdout + check.stderr)
+            raise EnvBuildError(f"patch {name} does not apply to {recipe.distribution} {recipe.vllm}: {reason}")
+        _run(base, log)
+        applied.append({"file": name, "sha256": hashlib.sha256(f.read_bytes()).hexdigest(), **({"note": note} if note else {})})
     return applied
 
 

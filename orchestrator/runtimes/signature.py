@@ -13,6 +13,9 @@ import signal
 _PREFIX = re.compile(r"^\([\w-]+ pid=\d+\)\s+(?:\w+\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s*)?")
 _EXCEPTION = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Fault|Interrupt))(?::\s*(.*))?$")
 _ARGPARSE = re.compile(r"^[\w.\-]+: error: (.+)$")
+# pydantic's "1 validation error for VllmConfig" says which model failed, not why: the
+# reason is a few lines below ("  Value error, Model Runner V2 requires Triton. [type=...").
+_PYDANTIC_REASON = re.compile(r"^\s*Value error, (.+?)(?: \[type=.*)?$")
 _FATAL = re.compile(r"^(Fatal Python error: .+|Segmentation fault.*)$")
 _WRAPPERS = (
     "EngineDeadError",
@@ -44,9 +47,13 @@ def _normalise(text: str) -> str:
 def error_signature(log: str, returncode: int | None = None) -> str | None:
     """Return the root-cause line of an engine log, or None if it shows no error."""
     candidates: list[str] = []
-    for raw in log.splitlines():
+    lines = log.splitlines()
+    for i, raw in enumerate(lines):
         line = _strip(raw)
         if m := _EXCEPTION.match(line):
+            if m.group(1).endswith("ValidationError") and m.group(2):
+                reason = next((r.group(1) for r in map(_PYDANTIC_REASON.match, map(_strip, lines[i + 1:i + 4])) if r), None)
+                line = f"{line}: {reason}" if reason else line
             candidates.append(line if m.group(2) else m.group(1))
         elif m := _ARGPARSE.match(line):
             candidates.append(f"argument error: {m.group(1)}")
