@@ -274,17 +274,34 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
 
 
 @results_app.command("show")
-def results_show(cell: str, db: DbOpt = None) -> None:
-    """Show one cell (by id prefix): its spec, every run, grades and evidence."""
+def results_show(
+    cell: str,
+    db: DbOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text (for a person) or json (every run, grade, "
+                                     "fingerprint and timing, for machines).")] = "text",
+) -> None:
+    """Show one cell (by id prefix): verdict and reason, first divergence, coverage, speed, log."""
     import json
 
     from db.queries import show_cell
 
+    if fmt not in ("text", "json"):
+        fail(f"--format: '{fmt}' is not one of text, json")
+    store = open_store(db)
     try:
-        detail = show_cell(open_store(db), cell)
+        detail = show_cell(store, cell)
     except LookupError as exc:
         fail(str(exc))
-    console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
+    if fmt == "json":
+        console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
+        return
+    from db.reads import metric_totals_for
+    from orchestrator.show_view import expectations_for, render_cell
+
+    newest = detail.runs[0].summary.run_id if detail.runs else None
+    counters = metric_totals_for(store, [r.summary.run_id for r in detail.runs])
+    expect = expectations_for(store, newest) if newest is not None else {}
+    console.print(render_cell(detail, counters, expect))
 
 
 @results_app.command("table")
