@@ -63,10 +63,27 @@ def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = Fa
         raise  # unreachable; keeps type checkers honest
 
 
-def _cell_row(cell, role: str) -> list[str]:
+def _cell_row(cell, role: str, wide: bool = True, shared: frozenset[str] = frozenset(),
+              empty: str = "defaults") -> list[str]:
     from orchestrator.matrix import describe_knobs
 
-    return [cell.id, role, cell.engine.label, describe_knobs(cell.knobs), cell.workload["name"], cell.control_id or "-"]
+    if wide:
+        knobs = describe_knobs(cell.knobs)
+        return [cell.id, role, cell.engine.label, knobs, cell.workload["name"], cell.control_id or "-"]
+    # At 80 columns: ids cut to 8 (enough to name a cell: `results show` takes a prefix),
+    # only the knobs that differ between cells (the title lists the shared ones), one
+    # knob a line so a wrap never falls inside a knob.
+    knobs = describe_knobs({k: v for k, v in cell.knobs.items() if k not in shared})
+    knobs = empty if knobs == "defaults" else knobs  # "-": only the shared knobs, not the defaults
+    return [cell.id[:8], role, cell.engine.label, knobs.replace(", ", "\n"), (cell.control_id or "-")[:8]]
+
+
+def _shared_knobs(cells) -> frozenset[str]:
+    """Knobs with one value in every cell (two cells at least): said once, not per row."""
+    if len(cells) < 2:
+        return frozenset()
+    first = cells[0].knobs
+    return frozenset(k for k, v in first.items() if all(c.knobs.get(k) == v for c in cells[1:]))
 
 
 def _recorded(db: str | None, cell_ids: list[str]) -> dict[str, str] | None:
@@ -94,15 +111,32 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
 
     plan = _plan(matrix, engine, controls_only)
     recorded = _recorded(db, [c.id for c in plan.cells])
-    table = Table(title=f"{plan.spec.name}: {len(plan.cells)} cells ({len(plan.controls)} controls)")
-    for col in ("cell", "role", "engine", "knobs", "workload", "graded against", *(["recorded"] if recorded else [])):
-        table.add_column(col)
+    # Wide terminals show whole ids and the workload; at 80 columns the workload (one per
+    # matrix, named in the title) gives its width to the knobs.
+    wide = console.width >= 120
+    workloads = sorted({c.workload["name"] for c in plan.cells})
+    title = f"{plan.spec.name}: {len(plan.cells)} cells ({len(plan.controls)} controls)"
+    shared = frozenset() if wide else _shared_knobs(plan.cells)
+    caption = None
+    if not wide:
+        from orchestrator.matrix import describe_knobs
+
+        title += f", workload {', '.join(workloads)}"
+        common = describe_knobs({k: v for k, v in plan.cells[0].knobs.items() if k in shared}) if shared else ""
+        caption = f"every cell: {common}" if common and common != "defaults" else None
+    table = Table(title=title, caption=caption, caption_justify="left")
+    cols = ["cell", "role", "engine", "knobs", *(["workload"] if wide else []), "graded against" if wide else "control"]
+    for col in cols:
+        narrow_id = not wide and col in ("cell", "control")
+        table.add_column(col, no_wrap=narrow_id, overflow="fold", ratio=1 if col == "knobs" else None)
+    if recorded:
+        table.add_column("recorded", overflow="fold")
     for cell in plan.cells:
         role = "control" if cell.is_control else "cell"
         if broken := violations(cell.engine, cell.knobs):
             # Shown before running: such a cell is recorded `invalid` unless run_invalid is set.
             role += f" (invalid: {broken[0].rule}{', run anyway' if plan.spec.run_invalid else ''})"
-        table.add_row(*_cell_row(cell, role), *([recorded.get(cell.id, "-")] if recorded else []))
+        table.add_row(*_cell_row(cell, role, wide, shared, "-" if caption else "defaults"), *([recorded.get(cell.id, "-")] if recorded else []))
     console.print(table)
 
 
