@@ -75,7 +75,14 @@ def _cell_row(cell, role: str, wide: bool = True, shared: frozenset[str] = froze
     # knob a line so a wrap never falls inside a knob.
     knobs = describe_knobs({k: v for k, v in cell.knobs.items() if k not in shared})
     knobs = empty if knobs == "defaults" else knobs  # "-": only the shared knobs, not the defaults
-    return [cell.id[:8], role, cell.engine.label, knobs.replace(", ", "\n"), (cell.control_id or "-")[:8]]
+    engine = cut_lines(cell.engine.label.replace(" +", "\n+"), 24)
+    return [cell.id[:8], role, engine, cut_lines(knobs.replace(", ", "\n"), 30), (cell.control_id or "-")[:8]]
+
+
+def cut_lines(text: str, width: int) -> str:
+    """Each line of ``text`` cut to ``width`` with "…": at 80 columns a knob or patch set
+    is one line, never folded over three (`results show` and wide terminals show it whole)."""
+    return "\n".join(line if len(line) <= width else line[: width - 1] + "…" for line in text.split("\n"))
 
 
 def _shared_knobs(cells) -> frozenset[str]:
@@ -127,8 +134,8 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
     table = Table(title=title, caption=caption, caption_justify="left")
     cols = ["cell", "role", "engine", "knobs", *(["workload"] if wide else []), "graded against" if wide else "control"]
     for col in cols:
-        narrow_id = not wide and col in ("cell", "control")
-        table.add_column(col, no_wrap=narrow_id, overflow="fold", ratio=1 if col == "knobs" else None)
+        table.add_column(col, no_wrap=not wide and col in ("cell", "control", "role"), overflow="fold",
+                         ratio=1 if col == "knobs" else None)
     if recorded:
         table.add_column("recorded", overflow="fold")
     for cell in plan.cells:
@@ -298,11 +305,21 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
     table.add_column("time", justify="right", no_wrap=True)
     if wide:
         table.add_column("signature", overflow="fold", ratio=1)
-    for r in list_runs(open_store(db), sweep_id=sweep):
+    runs = list_runs(open_store(db), sweep_id=sweep)
+    # Narrow: the knobs every listed run shares are said once, under the table.
+    shared = frozenset() if wide else _shared_knobs(runs)
+    common = describe_knobs({k: v for k, v in runs[0].knobs.items() if k in shared}) if shared else "defaults"
+    if common != "defaults":
+        table.caption, table.caption_justify = f"every run: {common}", "left"
+    for r in runs:
         # Narrow: one knob a line, so a wrap never falls inside a knob.
-        knobs = describe_knobs(r.knobs).replace(", ", ", " if wide else "\n")
+        knobs = describe_knobs({k: v for k, v in r.knobs.items() if k not in shared})
+        knobs = "-" if knobs == "defaults" and common != "defaults" else knobs.replace(", ", ", " if wide else "\n")
         verdict = r.verdict or r.status
-        row = [str(r.run_id), r.cell_id[:8], r.engine, knobs, verdict, f"{r.total_s:.0f}s" if r.total_s else "-"]
+        engine = r.engine if wide else cut_lines(r.engine.replace(" +", "\n+"), 18)
+        # The other columns take ~59 characters at most (an 18-wide engine, "unexercised").
+        knobs = knobs if wide else cut_lines(knobs, max(16, console.width - 59))
+        row = [str(r.run_id), r.cell_id[:8], engine, knobs, verdict, f"{r.total_s:.0f}s" if r.total_s else "-"]
         table.add_row(*row, *([(r.signature or "")[:120]] if wide else []))
     console.print(table)
 
