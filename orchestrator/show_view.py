@@ -107,7 +107,10 @@ def _divergence(evidence: Mapping[str, Any], expect_by_key: Mapping[str, Any]) -
         where += f", token {first['token_index']}"
     if first.get("control_margin") is not None:
         where += f" (control's top-1/top-2 margin {first['control_margin']:.2f})"
-    title = f"First divergence: {first.get('reason', '?')} at {where}"
+    reason = first.get("reason")
+    # "divergent" says nothing the title does not; other reasons (recall, tie-flips,
+    # request failed, a symptom) say why this request is the one shown.
+    title = f"First divergence at {where}" + (f" ({reason})" if reason and reason != "divergent" else "")
     # Side by side, each column folding its own text: the point is to read where the
     # two continuations part, which a wrapped single line hides.
     table = Table(title=title, title_justify="left", expand=True, show_lines=False)
@@ -122,7 +125,7 @@ def _divergence(evidence: Mapping[str, Any], expect_by_key: Mapping[str, Any]) -
     table.add_row(*[Text(text if text is not None else "-") for _, text in columns])
     if first.get("cell_tokens") or first.get("control_tokens"):
         tokens = {"cell": first.get("cell_tokens"), "control": first.get("control_tokens")}
-        table.add_row(*[Text(f"tokens {tokens[name]}" if tokens.get(name) else "", style="dim")
+        table.add_row(*[Text(f"next tokens {tokens[name]}" if tokens.get(name) else "", style="dim")
                         for name, _ in columns])
     if first.get("error"):
         table.add_row(*[Text(f"error: {first['error']}", style="red")] + [Text("")] * (len(columns) - 1))
