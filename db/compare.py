@@ -418,8 +418,18 @@ def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], g
             if m < 2:
                 continue
             weights = _request_weights(seed, m, resamples)
-            ratios = c.astype(np.float32) @ weights
-            ratios /= b.astype(np.float32) @ weights
+            # Into one preallocated matrix, a block of pairs at a time: the divisor's
+            # product then lives in a small reused buffer, not 20 MB of fresh pages
+            # (zeroing those was a large part of the command's system time here).
+            ratios = np.empty((len(members), resamples), dtype=np.float32)
+            step = max(1, (1 << 18) // resamples)
+            below = np.empty((min(step, len(members)), resamples), dtype=np.float32)
+            c32, b32 = c.astype(np.float32), b.astype(np.float32)
+            for r0 in range(0, len(members), step):
+                r1 = min(r0 + step, len(members))
+                np.matmul(c32[r0:r1], weights, out=ratios[r0:r1])
+                np.matmul(b32[r0:r1], weights, out=below[: r1 - r0])
+                ratios[r0:r1] /= below[: r1 - r0]
             if wanted is None:
                 low, high, ok = _row_quantiles(ratios, tails)
             else:
