@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -365,6 +366,8 @@ def results_table(
     full: Annotated[bool, typer.Option("--full", help="List every result in every table cell, however many; "
                                        "by default a table cell holding more than a few shows how many of each "
                                        "result, and the most frequent failure.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="The grid however wide it is; by default a terminal "
+                                       "narrower than the grid gets it as a list.")] = False,
 ) -> None:
     """The lookup table: verdict and detail of the latest run of every cell."""
     from db.table import lookup_table, render_table
@@ -374,6 +377,14 @@ def results_table(
     with gc_paused():
         table = lookup_table(open_for_reading(db), rows.split(","), cols.split(","), sweep_id=sweep, full=full)
         out = render_table(table, fmt)  # type: ignore[arg-type]
+        # Only for a terminal (or a width the user set): piped into a file or a script the
+        # grid is printed as it always was, whatever Rich's default width of 80.
+        if fmt == "text" and not wide and (console.is_terminal or "COLUMNS" in os.environ):
+            from orchestrator.table_view import fits, render_narrow
+
+            # A grid wider than the terminal folds into one word a line: a list instead.
+            if not fits(out, console.width):
+                out = render_narrow(table, console.width)
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
 
 

@@ -28,6 +28,7 @@ COMMANDS = {
     "results-show-corrupt.txt": ["results", "show", "c904a402", "--db", "{db}"],
     "results-show-mtp.txt": ["results", "show", "499e17a5", "--db", "{db}"],
     "results-ls.txt": ["results", "ls", "--db", "{db}"],
+    "results-table.txt": ["results", "table", "--db", "{db}"],
     "sweep-plan-quickstart.txt": ["sweep", "plan", str(ROOT / "examples" / "quickstart.yaml")],
     "sweep-plan-gpu-verdicts.txt": ["sweep", "plan", str(ROOT / "examples" / "gpu-verdicts.yaml"), "--db", "{db}"],
 }
@@ -50,3 +51,29 @@ def test_screen_fits_80_columns_and_is_current(name: str, tmp_path: Path) -> Non
         path.write_text(screen)
     assert path.exists(), f"{path} is missing: VMATRIX_WRITE_SCREENS=1 writes it"
     assert path.read_text() == screen, f"{name} differs from what `vmatrix {' '.join(COMMANDS[name])}` prints now"
+
+
+def test_narrow_table_keeps_every_result_and_wide_keeps_the_grid(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorded store's lookup table at 80 columns is a list holding every table
+    cell's text (read from the grid the same store gives at full width)."""
+    from db.reads import open_sqlite_at_head
+    from db.table import lookup_table
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # "piped" below means no width set
+    db = tmp_path / "recorded.db"
+    shutil.copy(RECORDED, db)
+    runner = CliRunner()
+    assert runner.invoke(app, ["results", "ls", "--db", str(db)]).exit_code == 0  # migrates the copy to head
+    source = open_sqlite_at_head(db)
+    assert source is not None
+    table = lookup_table(source, ["engine"], ["prefix_caching", "speculative"])
+    narrow = runner.invoke(app, ["results", "table", "--db", str(db)], env={"COLUMNS": "80"}).output
+    assert "┃" not in narrow and max(len(line) for line in narrow.splitlines()) <= 80
+    flat = " ".join(narrow.split())
+    for (row, col), text in table.cells.items():
+        assert " ".join(f"{col} {text}".split()) in flat, (row, col)
+    grid = runner.invoke(app, ["results", "table", "--db", str(db), "--wide"], env={"COLUMNS": "80"}).output
+    assert "┃" in grid
+    piped = runner.invoke(app, ["results", "table", "--db", str(db)]).output  # no terminal, no COLUMNS
+    assert piped == grid
