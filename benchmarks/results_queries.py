@@ -16,8 +16,10 @@ requests. A ``--db`` made by an older version is upgraded first (migration 0003 
   per-request samples as stored and decoded, the counters, the statistics alone);
 * the two CLI commands end to end as a user runs them (a fresh Python process each,
   wall clock and the child's CPU time): ``vmatrix results table`` (and ``--full``) and
-  ``vmatrix results compare`` (which lists 40 of the 5,000 pairs, as it does by
-  default), and before them the interpreter start and CLI imports alone.
+  ``vmatrix results compare`` (which lists 20 of the 5,000 pairs, as it does by
+  default, and works out per-pair intervals for those 20 only; ``--all --format
+  json`` for every pair's interval), and before them the interpreter start and CLI
+  imports alone.
 
 The in-process reads go through what the CLI reads through: stdlib sqlite3 on the
 store file (``db.reads.SqliteFile``, the store being at head after opening it), not
@@ -294,6 +296,8 @@ def main() -> None:
         compare_argv = ["results", "compare", *db, "--baseline", f"vllm={a.value}", "--candidate", f"vllm={b.value}",
                         "--resamples", str(args.resamples)]
         timed_cli("vmatrix results compare (CLI, fresh process)", compare_argv, args.repeat)
+        timed_cli("vmatrix results compare --all --format json", [*compare_argv, "--all", "--format", "json"],
+                  args.repeat)
         if args.all_pairs:
             timed_cli("vmatrix results compare --pairs 0 (all 5,000 rows)", [*compare_argv, "--pairs", "0"], 1)
     finally:

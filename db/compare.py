@@ -27,7 +27,7 @@ import math
 import random
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -327,12 +327,15 @@ def ratio_intervals(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     level: float = DEFAULT_LEVEL,
+    wanted: Collection[int] | None = None,
 ) -> tuple[list[Interval], Interval]:
     """Per pair: mean(candidate)/mean(baseline) over matched requests with its interval;
     and the geometric mean over pairs with a two-stage bootstrap interval.
 
     ``pairs`` holds (baseline values, candidate values), matched element by element
-    (sequences or numpy arrays).
+    (sequences or numpy arrays). ``wanted``: the pairs whose own interval is worked out
+    (None: all); the others get their estimate and no bounds. The overall interval is the
+    same either way: its stage two reads every pair's replicates, not their quantiles.
     """
     if resamples < 1:
         raise InputError.naming("{resamples} must be at least 1")
@@ -343,7 +346,7 @@ def ratio_intervals(
             raise ValueError(f"pair {i}: {len(b)} baseline values but {len(c)} candidate values")
         groups[len(b)].append(i)
     if _np is not None:
-        return _numpy_intervals(pairs, groups, resamples, seed, tails)
+        return _numpy_intervals(pairs, groups, resamples, seed, tails, wanted)
 
     estimates = [_ratio(b, c) if len(b) else math.nan for b, c in pairs]
     columns = _python_replicates(groups, pairs, resamples, seed)
@@ -355,6 +358,9 @@ def ratio_intervals(
         for i, ((b, _), s, ok) in enumerate(zip(pairs, sorted_cols, usable))
     ]
     chosen = _chosen(per_pair)
+    if wanted is not None:
+        keep = set(wanted)
+        per_pair = [iv if i in keep else Interval(iv.estimate, None, None, iv.n) for i, iv in enumerate(per_pair)]
     if len(chosen) < 2:
         return per_pair, per_pair[chosen[0]] if chosen else NO_DATA
     p = len(chosen)
@@ -367,9 +373,15 @@ def ratio_intervals(
     return per_pair, Interval(_geometric_mean(per_pair, chosen), low, high, p)
 
 
-def _chosen(per_pair: list[Interval]) -> list[int]:
-    """The pairs the overall interval averages: those with an interval and a positive ratio."""
-    return [i for i, iv in enumerate(per_pair) if iv.low is not None and iv.estimate and iv.estimate > 0]
+def _chosen(per_pair: list[Interval], usable: Sequence[bool] | None = None) -> list[int]:
+    """The pairs the overall interval averages: those with an interval and a positive ratio.
+
+    ``usable``: whether each pair's replicates would give an interval, for pairs whose
+    interval was not worked out (``wanted``); by default, whether it has one.
+    """
+    if usable is None:
+        usable = [iv.low is not None for iv in per_pair]
+    return [i for i, (iv, ok) in enumerate(zip(per_pair, usable)) if ok and iv.estimate and iv.estimate > 0]
 
 
 def _geometric_mean(per_pair: list[Interval], chosen: list[int]) -> float:
@@ -377,7 +389,8 @@ def _geometric_mean(per_pair: list[Interval], chosen: list[int]) -> float:
 
 
 def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], groups: dict[int, list[int]],
-                     resamples: int, seed: int, tails: tuple[float, float]) -> tuple[list[Interval], Interval]:
+                     resamples: int, seed: int, tails: tuple[float, float],
+                     wanted: Collection[int] | None = None) -> tuple[list[Interval], Interval]:
     """:func:`ratio_intervals` as matrix arithmetic, laid out pairs x resamples.
 
     Per request count m: the replicates of every pair with m requests are
@@ -391,6 +404,10 @@ def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], g
     lows = np.full(n, np.nan)
     highs = np.full(n, np.nan)
     usable = np.zeros(n, dtype=bool)
+    want = np.ones(n, dtype=bool)
+    if wanted is not None:
+        want[:] = False
+        want[np.asarray(list(wanted), dtype=np.int64)] = True
     replicates: list[tuple[Any, Any]] = []  # (pair indices, their replicate rows)
     for m, members in groups.items():
         if m == 0:
@@ -403,9 +420,28 @@ def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], g
             if m < 2:
                 continue
             weights = _request_weights(seed, m, resamples)
-            ratios = c.astype(np.float32) @ weights
-            ratios /= b.astype(np.float32) @ weights
-            low, high, ok = _row_quantiles(ratios, tails)
+            # Into one preallocated matrix, a block of pairs at a time: the divisor's
+            # product then lives in a small reused buffer, not 20 MB of fresh pages
+            # (zeroing those was a large part of the command's system time here).
+            ratios = np.empty((len(members), resamples), dtype=np.float32)
+            step = max(1, (1 << 18) // resamples)
+            below = np.empty((min(step, len(members)), resamples), dtype=np.float32)
+            c32, b32 = c.astype(np.float32), b.astype(np.float32)
+            for r0 in range(0, len(members), step):
+                r1 = min(r0 + step, len(members))
+                np.matmul(c32[r0:r1], weights, out=ratios[r0:r1])
+                np.matmul(b32[r0:r1], weights, out=below[: r1 - r0])
+                ratios[r0:r1] /= below[: r1 - r0]
+            if wanted is None:
+                low, high, ok = _row_quantiles(ratios, tails)
+            else:
+                # Usable without sorting every row: a pair not listed needs only that
+                # (the overall interval's choice of pairs), not its quantiles.
+                ok = (ratios.min(axis=1) > 0) & np.isfinite(ratios.max(axis=1))
+                ask = np.flatnonzero(want[index])
+                low, high = np.full(len(index), np.nan), np.full(len(index), np.nan)
+                if len(ask):
+                    low[ask], high[ask], _ = _row_quantiles(ratios[ask], tails)
         # A pair with a zero-sum resample has no usable interval.
         if not ok.all():
             index, ratios, low, high = index[ok], ratios[ok], low[ok], high[ok]
@@ -417,7 +453,9 @@ def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], g
         Interval(_finite(e), lo if ok else None, hi if ok else None, len(b))
         for (b, _), e, lo, hi, ok in zip(pairs, estimates.tolist(), lows.tolist(), highs.tolist(), usable.tolist())
     ]
-    chosen = _chosen(per_pair)
+    chosen = _chosen(per_pair, usable.tolist())
+    if wanted is not None:
+        per_pair = [iv if w else Interval(iv.estimate, None, None, iv.n) for iv, w in zip(per_pair, want.tolist())]
     if len(chosen) < 2:
         return per_pair, per_pair[chosen[0]] if chosen else NO_DATA
     p = len(chosen)
@@ -433,10 +471,22 @@ def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], g
     # Stage two: replicate r takes, for each pair drawn, that pair's replicate r: element
     # (pair, r) of the pairs x resamples matrix, by flat index. The rows are this
     # function's own (computed above), so the logs overwrite them.
-    logs = np.log(rows, out=rows)
-    picked = np.take(logs.ravel(), _pair_draws(seed, p, resamples))
-    overall = np.exp(picked.sum(axis=1, dtype=np.float64) / p)
-    low, high = np.quantile(overall, tails).tolist()
+    logs = np.log(rows, out=rows).ravel()
+    draws = _pair_draws(seed, p, resamples)
+    # A block of replicates at a time, not all at once: np.take casts int32 indices to
+    # intp, so one gather of 5,000 x 1,000 made 40 MB of indices and 20 MB of picks per
+    # metric, and zeroing fresh pages was most of the system time of `results compare`
+    # on the project machine (perf: clear_page_erms ~48% of its cycles). The blocks
+    # reuse the same memory; each replicate's sum is the same as before.
+    sums = np.empty(resamples, dtype=np.float64)
+    block = max(1, (1 << 18) // p)
+    for r0 in range(0, resamples, block):
+        sums[r0:r0 + block] = np.take(logs, draws[r0:r0 + block]).sum(axis=1, dtype=np.float64)
+    overall = np.exp(sums / p)
+    # _row_quantiles, not np.quantile: the same numbers (numpy's own interpolation),
+    # without np.quantile's import of numpy.ma (~0.03 s of a `results compare`).
+    (low,), (high,), _ = _row_quantiles(overall[None, :], tails)
+    low, high = float(low), float(high)
     return per_pair, Interval(_geometric_mean(per_pair, chosen), low, high, p)
 
 
@@ -584,11 +634,7 @@ class PairResult:
 
     @property
     def result_changed(self) -> bool:
-        # A control is correct by definition, so control -> clean is no change.
-        same = {"control": "clean"}
-        return same.get(self.baseline_result, self.baseline_result) != same.get(
-            self.candidate_result, self.candidate_result
-        )
+        return result_changed(self.baseline_result, self.candidate_result)
 
 
 @dataclass(frozen=True)
@@ -605,6 +651,8 @@ class Comparison:
     candidate_rates: Rates
     unpaired_baseline: list[str]
     unpaired_candidate: list[str]
+    # The pairs with their own interval, in rank_pairs' order; None: all of them.
+    listed: list[int] | None = None
 
 
 def _pooled(sides: Iterable[Side]) -> Rates:
@@ -629,6 +677,44 @@ def _labels(pairs: Sequence[tuple[Side, Side]]) -> list[str]:
     return labels
 
 
+def point_estimates(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list[float]:
+    """Each pair's ratio mean(candidate)/mean(baseline), NaN without data: what ranks the
+    pairs before any resampling (:func:`rank_pairs`)."""
+    if _np is None:
+        return [_ratio(b, c) if len(b) else math.nan for b, c in pairs]
+    np = _np
+    out = np.full(len(pairs), np.nan)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, (b, _) in enumerate(pairs):
+        groups[len(b)].append(i)
+    for m, members in groups.items():
+        if m == 0:
+            continue
+        b = np.array([pairs[i][0] for i in members], dtype=np.float64).reshape(len(members), m)
+        c = np.array([pairs[i][1] for i in members], dtype=np.float64).reshape(len(members), m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[np.asarray(members)] = c.sum(axis=1) / b.sum(axis=1)
+    return out.tolist()
+
+
+def _log_change(ratio: float | None) -> float:
+    """How far a ratio is from 1, either way (2x and 0.5x alike); 0 without one."""
+    return abs(math.log(ratio)) if ratio is not None and math.isfinite(ratio) and ratio > 0 else 0.0
+
+
+def rank_pairs(changed: Sequence[bool], ttft: Sequence[float | None], decode: Sequence[float | None]) -> list[int]:
+    """Pair indices, the ones worth a row first: changed results, then the largest TTFT or
+    decode change, then comparison order."""
+    return sorted(range(len(changed)), key=lambda i: (
+        not changed[i], -max(_log_change(ttft[i]), _log_change(decode[i])), i))
+
+
+def result_changed(baseline_result: str, candidate_result: str) -> bool:
+    # A control is correct by definition, so control -> clean is no change.
+    same = {"control": "clean"}
+    return same.get(baseline_result, baseline_result) != same.get(candidate_result, candidate_result)
+
+
 def compare_sides(
     pairs: Sequence[tuple[Side, Side]],
     baseline: str = "",
@@ -638,22 +724,33 @@ def compare_sides(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     level: float = DEFAULT_LEVEL,
+    listed: int | None = None,
 ) -> Comparison:
-    """Ratios (candidate/baseline) for every pair and over all of them."""
+    """Ratios (candidate/baseline) for every pair and over all of them.
+
+    ``listed``: how many pairs get their own interval, the first of :func:`rank_pairs`'
+    order (None: every pair, in comparison order). The others keep their estimates;
+    the overall intervals are the same either way.
+    """
     ttft_pairs = [matched(b.samples, c.samples, "ttft_s") for b, c in pairs]
     decode_pairs = [matched(b.samples, c.samples, "decode_tps") for b, c in pairs]
+    order: list[int] | None = None
+    if listed is not None and listed < len(pairs):
+        changed = [result_changed(b.result, c.result) for b, c in pairs]
+        order = rank_pairs(changed, point_estimates(ttft_pairs), point_estimates(decode_pairs))[:listed]
+    wanted = set(order) if order is not None else None
     if _np is not None:
         # The two metrics in two threads: numpy releases the GIL in the matrix products,
         # sorts and gathers that are most of their time.
         from concurrent.futures import ThreadPoolExecutor  # ~10 ms to import; only here
 
         with ThreadPoolExecutor(max_workers=1) as pool:
-            ttft_job = pool.submit(ratio_intervals, ttft_pairs, resamples, seed, level)
-            decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level)
+            ttft_job = pool.submit(ratio_intervals, ttft_pairs, resamples, seed, level, wanted)
+            decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level, wanted)
             ttft, ttft_all = ttft_job.result()
     else:
-        ttft, ttft_all = ratio_intervals(ttft_pairs, resamples, seed, level)
-        decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level)
+        ttft, ttft_all = ratio_intervals(ttft_pairs, resamples, seed, level, wanted)
+        decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level, wanted)
     # Runs of one comparison often recorded the same counters (compare_groups hands such
     # sides one shared dict): each distinct dict's rates are worked out once.
     known: dict[int, Rates] = {}
@@ -681,6 +778,7 @@ def compare_sides(
         candidate_rates=_pooled(c for _, c in pairs),
         unpaired_baseline=list(unpaired_baseline),
         unpaired_candidate=list(unpaired_candidate),
+        listed=order,
     )
 
 
@@ -692,8 +790,10 @@ def compare_groups(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     level: float = DEFAULT_LEVEL,
+    listed: int | None = None,
 ) -> Comparison:
-    """Select, pair and compare cells of the store (of one sweep, or all), latest runs."""
+    """Select, pair and compare cells of the store (of one sweep, or all), latest runs;
+    ``listed`` as :func:`compare_sides` takes it."""
     pairing = pair_cells(cell_results(source, sweep_id, with_timings=False), baseline, candidate)
     run_ids = [cell.run_id for pair in pairing.pairs for cell in pair if cell.run_id is not None]
     samples = load_packed_samples(source, run_ids)
@@ -724,4 +824,5 @@ def compare_groups(
         resamples=resamples,
         seed=seed,
         level=level,
+        listed=listed,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -58,10 +59,34 @@ def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = Fa
     return plan.only_controls() if controls_only else plan
 
 
-def _cell_row(cell, role: str) -> list[str]:
+def _cell_row(cell, role: str, wide: bool = True, shared: frozenset[str] = frozenset(),
+              empty: str = "defaults") -> list[str]:
     from orchestrator.matrix import describe_knobs
 
-    return [cell.id, role, cell.engine.label, describe_knobs(cell.knobs), cell.workload["name"], cell.control_id or "-"]
+    if wide:
+        knobs = describe_knobs(cell.knobs)
+        return [cell.id, role, cell.engine.label, knobs, cell.workload["name"], cell.control_id or "-"]
+    # At 80 columns: ids cut to 8 (enough to name a cell: `results show` takes a prefix),
+    # only the knobs that differ between cells (the title lists the shared ones), one
+    # knob a line so a wrap never falls inside a knob.
+    knobs = describe_knobs({k: v for k, v in cell.knobs.items() if k not in shared})
+    knobs = empty if knobs == "defaults" else knobs  # "-": only the shared knobs, not the defaults
+    engine = cut_lines(cell.engine.label.replace(" +", "\n+"), 24)
+    return [cell.id[:8], role, engine, cut_lines(knobs.replace(", ", "\n"), 30), (cell.control_id or "-")[:8]]
+
+
+def cut_lines(text: str, width: int) -> str:
+    """Each line of ``text`` cut to ``width`` with "…": at 80 columns a knob or patch set
+    is one line, never folded over three (`results show` and wide terminals show it whole)."""
+    return "\n".join(line if len(line) <= width else line[: width - 1] + "…" for line in text.split("\n"))
+
+
+def _shared_knobs(cells) -> frozenset[str]:
+    """Knobs with one value in every cell (two cells at least): said once, not per row."""
+    if len(cells) < 2:
+        return frozenset()
+    first = cells[0].knobs
+    return frozenset(k for k, v in first.items() if all(c.knobs.get(k) == v for c in cells[1:]))
 
 
 def _recorded(db: str | None, cell_ids: list[str]) -> dict[str, str] | None:
@@ -89,15 +114,32 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
 
     plan = _plan(matrix, engine, controls_only)
     recorded = _recorded(db, [c.id for c in plan.cells])
-    table = Table(title=f"{plan.spec.name}: {len(plan.cells)} cells ({len(plan.controls)} controls)")
-    for col in ("cell", "role", "engine", "knobs", "workload", "graded against", *(["recorded"] if recorded else [])):
-        table.add_column(col)
+    # Wide terminals show whole ids and the workload; at 80 columns the workload (one per
+    # matrix, named in the title) gives its width to the knobs.
+    wide = console.width >= 120
+    workloads = sorted({c.workload["name"] for c in plan.cells})
+    title = f"{plan.spec.name}: {len(plan.cells)} cells ({len(plan.controls)} controls)"
+    shared = frozenset() if wide else _shared_knobs(plan.cells)
+    caption = None
+    if not wide:
+        from orchestrator.matrix import describe_knobs
+
+        title += f", workload {', '.join(workloads)}"
+        common = describe_knobs({k: v for k, v in plan.cells[0].knobs.items() if k in shared}) if shared else ""
+        caption = f"every cell: {common}" if common and common != "defaults" else None
+    table = Table(title=title, caption=caption, caption_justify="left")
+    cols = ["cell", "role", "engine", "knobs", *(["workload"] if wide else []), "graded against" if wide else "control"]
+    for col in cols:
+        table.add_column(col, no_wrap=not wide and col in ("cell", "control", "role"), overflow="fold",
+                         ratio=1 if col == "knobs" else None)
+    if recorded:
+        table.add_column("recorded", overflow="fold")
     for cell in plan.cells:
         role = "control" if cell.is_control else "cell"
         if broken := violations(cell.engine, cell.knobs):
             # Shown before running: such a cell is recorded `invalid` unless run_invalid is set.
             role += f" (invalid: {broken[0].rule}{', run anyway' if plan.spec.run_invalid else ''})"
-        table.add_row(*_cell_row(cell, role), *([recorded.get(cell.id, "-")] if recorded else []))
+        table.add_row(*_cell_row(cell, role, wide, shared, "-" if caption else "defaults"), *([recorded.get(cell.id, "-")] if recorded else []))
     console.print(table)
 
 
@@ -253,24 +295,51 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
     table.add_column("time", justify="right", no_wrap=True)
     if wide:
         table.add_column("signature", overflow="fold", ratio=1)
-    for r in list_runs(open_store(db), sweep_id=sweep):
+    runs = list_runs(open_store(db), sweep_id=sweep)
+    # Narrow: the knobs every listed run shares are said once, under the table.
+    shared = frozenset() if wide else _shared_knobs(runs)
+    common = describe_knobs({k: v for k, v in runs[0].knobs.items() if k in shared}) if shared else "defaults"
+    if common != "defaults":
+        table.caption, table.caption_justify = f"every run: {common}", "left"
+    for r in runs:
         # Narrow: one knob a line, so a wrap never falls inside a knob.
-        knobs = describe_knobs(r.knobs).replace(", ", ", " if wide else "\n")
+        knobs = describe_knobs({k: v for k, v in r.knobs.items() if k not in shared})
+        knobs = "-" if knobs == "defaults" and common != "defaults" else knobs.replace(", ", ", " if wide else "\n")
         verdict = r.verdict or r.status
-        row = [str(r.run_id), r.cell_id[:8], r.engine, knobs, verdict, f"{r.total_s:.0f}s" if r.total_s else "-"]
+        engine = r.engine if wide else cut_lines(r.engine.replace(" +", "\n+"), 18)
+        # The other columns take ~59 characters at most (an 18-wide engine, "unexercised").
+        knobs = knobs if wide else cut_lines(knobs, max(16, console.width - 59))
+        row = [str(r.run_id), r.cell_id[:8], engine, knobs, verdict, f"{r.total_s:.0f}s" if r.total_s else "-"]
         table.add_row(*row, *([(r.signature or "")[:120]] if wide else []))
     console.print(table)
 
 
 @results_app.command("show")
-def results_show(cell: str, db: DbOpt = None) -> None:
-    """Show one cell (by id prefix): its spec, every run, grades and evidence."""
+def results_show(
+    cell: str,
+    db: DbOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="text (for a person) or json (every run, grade, "
+                                     "fingerprint and timing, for machines).")] = "text",
+) -> None:
+    """Show one cell (by id prefix): verdict and reason, first divergence, coverage, speed, log."""
     import json
 
     from db.queries import show_cell
 
-    detail = show_cell(open_store(db), cell)
-    console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
+    if fmt not in ("text", "json"):
+        fail(f"--format: '{fmt}' is not one of text, json")
+    store = open_store(db)
+    detail = show_cell(store, cell)
+    if fmt == "json":
+        console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
+        return
+    from db.reads import metric_totals_for
+    from orchestrator.show_view import expectations_for, render_cell
+
+    newest = detail.runs[0].summary.run_id if detail.runs else None
+    counters = metric_totals_for(store, [r.summary.run_id for r in detail.runs])
+    expect = expectations_for(store, newest) if newest is not None else {}
+    console.print(render_cell(detail, counters, expect))
 
 
 @results_app.command("table")
@@ -283,6 +352,8 @@ def results_table(
     full: Annotated[bool, typer.Option("--full", help="List every result in every table cell, however many; "
                                        "by default a table cell holding more than a few shows how many of each "
                                        "result, and the most frequent failure.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="The grid however wide it is; by default a terminal "
+                                       "narrower than the grid gets it as a list.")] = False,
 ) -> None:
     """The lookup table: verdict and detail of the latest run of every cell."""
     from db.table import lookup_table, render_table
@@ -292,6 +363,14 @@ def results_table(
     with gc_paused():
         table = lookup_table(open_for_reading(db), rows.split(","), cols.split(","), sweep_id=sweep, full=full)
         out = render_table(table, fmt)  # type: ignore[arg-type]
+        # Only for a terminal (or a width the user set): piped into a file or a script the
+        # grid is printed as it always was, whatever Rich's default width of 80.
+        if fmt == "text" and not wide and (console.is_terminal or "COLUMNS" in os.environ):
+            from orchestrator.table_view import fits, render_narrow
+
+            # A grid wider than the terminal folds into one word a line: a list instead.
+            if not fits(out, console.width):
+                out = render_narrow(table, console.width)
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
 
 

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from orchestrator.canary import canary_dir, is_canary
 from orchestrator.cli_common import DbOpt, console, fail, open_store
 from vmatrix.cells import Cell
 
@@ -22,6 +21,10 @@ def recorded_cell(spec: dict[str, Any] | None) -> Cell | None:
     """A cell as its row recorded it, for runs whose matrix now expands to other ids (the
     workload builder changed, say): grading needs its knobs, workload and model, not a
     matching id. A canary is read from this checkout, where its recorded path may not exist."""
+    # Imported here: orchestrator.canary pulls in the matrix spec (pydantic, ~0.15 s), and
+    # every `vmatrix` command imports this module; `results compare` and `table` must not pay it.
+    from orchestrator.canary import canary_dir, is_canary
+
     if spec is None:
         return None
     cell = Cell.from_json(spec)

@@ -113,7 +113,7 @@ def test_orchestrator_in_a_venv_passes_its_packages_on(wheelhouse: Path, tmp_pat
     host_only = _write_wheel(tmp_path, "host-only", "1.0", "host_only_pkg", "WHERE = 'host venv'\n")
     subprocess.run([str(outer / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     str(host_only)], check=True)
-    script = ("import sys; from pathlib import Path; from images.recipe import EngineRecipe;"
+    script = ("import sys; from pathlib import Path; from vmatrix.recipe import EngineRecipe;"
               "from orchestrator.runtimes.local import ensure_env;"
               "print(ensure_env(EngineRecipe(vllm='9.9.9'), Path(sys.argv[1])).python)")
     # The host venv's --system-site-packages is the base interpreter's, not this test

@@ -1,0 +1,210 @@
+"""`vmatrix results show CELL` for a person: what the newest run of a cell says, in the
+order someone deciding whether to run that stack reads it.
+
+The verdict and its reason first; then the first place the cell went wrong, its
+continuation next to the control's (and the expected answer where the workload has
+one); then whether the run exercised what the cell claims to test; then speed; then the
+engine log to open. Every run older than the newest is one line at the end: the whole
+document, fingerprint included, is `--format json`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from db.compare import SPEC_DRAFTS, rates
+from db.queries import CellDetail, RunDetail
+from db.reads import PREFIX_HITS, PREFIX_QUERIES, Readable
+
+VERDICT_STYLE = {"clean": "green", "control": "cyan", "degraded": "yellow", "corrupt": "bold red",
+                 "crashed": "bold red", "unexercised": "yellow"}
+
+
+def expected_text(expected: Any) -> str | None:
+    """An expectation (vmatrix/expect.py's JSON form) as a person reads it."""
+    if expected is None:
+        return None
+    if isinstance(expected, str):
+        return expected
+    if isinstance(expected, Mapping) and len(expected) == 1:
+        [(kind, value)] = expected.items()
+        if kind == "exact":
+            return str(value)
+        if kind == "regex":
+            return f"/{value}/"
+        return f"{kind} {json.dumps(value, sort_keys=True)}"
+    return json.dumps(expected, sort_keys=True)
+
+
+def ground_truth(evidence: Mapping[str, Any], expect_by_key: Mapping[str, Any]) -> str | None:
+    """The expected answer at the first divergence: the grade's own copy when it has one
+    (a recall regression), else the request's recorded expectation."""
+    first = evidence.get("first") or {}
+    if "expected" in first:
+        return expected_text(first["expected"])
+    key = first.get("key")
+    for r in (evidence.get("recall") or {}).get("regressions", ()):
+        if r.get("key") == key:
+            return expected_text(r.get("expected"))
+    return expected_text(expect_by_key.get(key)) if key else None
+
+
+def expectations_for(source: Readable, run_id: int) -> dict[str, Any]:
+    """The expected answer of each of a run's requests that has one, by request key."""
+    with source.reader() as rc:
+        rows = rc.rows("SELECT key, expect FROM requests WHERE run_id = ? AND expect IS NOT NULL", [run_id])
+    return {key: json.loads(raw) if isinstance(raw, str) else raw for key, raw in rows}
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:,.1f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _headline(detail: CellDetail, run: RunDetail | None) -> RenderableType:
+    from orchestrator.matrix import describe_knobs
+
+    lines = [Text.assemble(("cell ", "dim"), detail.cell_id, ("  engine ", "dim"), detail.engine,
+                           ("  model ", "dim"), detail.model)]
+    lines.append(Text.assemble(("knobs ", "dim"), describe_knobs(detail.knobs)))
+    if detail.control_id:
+        lines.append(Text.assemble(("control ", "dim"), detail.control_id))
+    if run is None:
+        lines.append(Text("no run recorded yet", style="yellow"))
+        return Group(*lines)
+    s = run.summary
+    verdict = s.verdict or s.status
+    grade = run.grades[0] if run.grades else None
+    reason = grade.summary if grade else (s.signature or run.message or "not graded yet")
+    lines.append(Text(""))
+    lines.append(Text.assemble((verdict.upper(), VERDICT_STYLE.get(verdict, "bold")), "  ", reason))
+    when = f"run {s.run_id}, {s.status}, {s.total_s:.0f} s"
+    if len(detail.runs) > 1:
+        when += f" (newest of {len(detail.runs)} runs)"
+    if len(run.grades) > 1:
+        when += f"; graded {len(run.grades)} times, earlier: " + ", ".join(g.verdict for g in run.grades[1:])
+    lines.append(Text(when, style="dim"))
+    if grade is None and run.message and run.message != reason:
+        lines.append(Text(run.message.strip().splitlines()[-1][:400], style="dim"))
+    return Group(*lines)
+
+
+def _divergence(evidence: Mapping[str, Any], expect_by_key: Mapping[str, Any]) -> RenderableType | None:
+    first = evidence.get("first")
+    if not first or "key" not in first:
+        return None
+    where = f"session {first.get('session')} turn {first.get('turn')}"
+    if first.get("token_index") is not None:
+        where += f", token {first['token_index']}"
+    if first.get("control_margin") is not None:
+        where += f" (control's top-1/top-2 margin {first['control_margin']:.2f})"
+    reason = first.get("reason")
+    # "divergent" says nothing the title does not; other reasons (recall, tie-flips,
+    # request failed, a symptom) say why this request is the one shown.
+    title = f"First divergence at {where}" + (f" ({reason})" if reason and reason != "divergent" else "")
+    # Side by side, each column folding its own text: the point is to read where the
+    # two continuations part, which a wrapped single line hides.
+    table = Table(title=title, title_justify="left", expand=True, show_lines=False)
+    columns = [("cell", first.get("cell_text"))]
+    if "control_text" in first:
+        columns.append(("control", first.get("control_text")))
+    truth = ground_truth(evidence, expect_by_key)
+    if truth is not None:
+        columns.append(("ground truth", truth))
+    for name, _ in columns:
+        table.add_column(name, ratio=1, overflow="fold")
+    table.add_row(*[Text(text if text is not None else "-") for _, text in columns])
+    if first.get("cell_tokens") or first.get("control_tokens"):
+        tokens = {"cell": first.get("cell_tokens"), "control": first.get("control_tokens")}
+        table.add_row(*[Text(f"next tokens {tokens[name]}" if tokens.get(name) else "", style="dim")
+                        for name, _ in columns])
+    if first.get("error"):
+        table.add_row(*[Text(f"error: {first['error']}", style="red")] + [Text("")] * (len(columns) - 1))
+    return table
+
+
+def _coverage(evidence: Mapping[str, Any], counters: Mapping[str, float]) -> RenderableType | None:
+    coverage = evidence.get("coverage") or {}
+    lines: list[Text] = []
+    recall = evidence.get("recall")
+    if recall:
+        lines.append(Text(f"recall {recall.get('cell')}/{recall.get('requests')} "
+                          f"(control {recall.get('control')}/{recall.get('requests')})"))
+    if "requests" in evidence and "identical" in evidence:
+        lines.append(Text(f"{evidence['identical']}/{evidence['requests']} requests identical to control"))
+    exercised = coverage.get("exercised") or {}
+    flags = [f"{k} {'yes' if v else 'no'}" for k, v in exercised.items() if isinstance(v, bool)]
+    if flags:
+        lines.append(Text("exercised: " + ", ".join(flags)))
+    counts = dict(coverage.get("counters") or {}) | dict(counters)
+    queries = counts.get(PREFIX_QUERIES, 0.0)
+    if queries:
+        hits = counts.get(PREFIX_HITS, 0.0)
+        lines.append(Text(f"prefix cache hits {hits:,.0f} of {queries:,.0f} tokens ({hits / queries:.1%})"))
+    for name, value in sorted(counts.items()):
+        # Zero counters and the draft counters (the acceptance line reads them) are noise here.
+        if value and name not in (PREFIX_HITS, PREFIX_QUERIES) and "spec_decode" not in name:
+            lines.append(Text(f"{name.removeprefix('vllm:')} {value:,.0f}", style="dim"))
+    for gap in coverage.get("gaps") or ():
+        lines.append(Text(f"gap: {gap}", style="yellow"))
+    for note in coverage.get("unmeasured") or ():
+        lines.append(Text(f"unmeasured: {note}", style="dim"))
+    return Group(Text("Coverage", style="bold"), *lines) if lines else None
+
+
+def _latency(latency: Mapping[str, Any]) -> RenderableType | None:
+    if not latency or not latency.get("requests"):
+        return None
+    table = Table(title=f"Latency, ms ({latency['requests']} requests)", title_justify="left")
+    table.add_column("")
+    table.add_column("p50", justify="right")
+    table.add_column("p99", justify="right")
+    for name, label in (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "e2e")):
+        table.add_row(label, _ms(latency.get(f"{name}_p50_s")), _ms(latency.get(f"{name}_p99_s")))
+    return table
+
+
+def _acceptance(counters: Mapping[str, float]) -> RenderableType | None:
+    r = rates(counters)
+    if r.spec_acceptance is None and not r.acceptance_per_position:
+        return None
+    per = "  ".join(f"{i + 1}: {_pct(v)}" for i, v in enumerate(r.acceptance_per_position)) or "-"
+    drafts = counters.get(SPEC_DRAFTS)
+    of = f" of {drafts:,.0f} drafts" if drafts else ""
+    return Text.assemble(("Draft acceptance ", "bold"), _pct(r.spec_acceptance), of, ("  per position ", "dim"), per)
+
+
+def render_cell(detail: CellDetail, counters: Mapping[int, Mapping[str, float]] | None = None,
+                expect_by_key: Mapping[str, Any] | None = None) -> RenderableType:
+    """The human view of ``detail``; ``counters`` are each run's summed engine counters
+    (db.reads.metric_totals_for), ``expect_by_key`` the newest run's expected answers."""
+    counters = counters or {}
+    run = detail.runs[0] if detail.runs else None
+    parts: list[RenderableType] = [_headline(detail, run)]
+    if run is not None:
+        evidence = run.grades[0].evidence if run.grades else {}
+        run_counters = counters.get(run.summary.run_id, {})
+        for part in (_divergence(evidence, expect_by_key or {}), _coverage(evidence, run_counters),
+                     _latency(run.latency), _acceptance(run_counters)):
+            if part is not None:
+                parts += [Text(""), part]
+        parts += [Text(""), Text.assemble(("log ", "dim"), run.log_path or "-",
+                                          *((("  node ", "dim"), run.node) if run.node else ()))]
+        if len(detail.runs) > 1:
+            older = Table(title="Earlier runs", title_justify="left")
+            for col in ("run", "status", "verdict", "time"):
+                older.add_column(col, justify="right" if col in ("run", "time") else "left")
+            for r in detail.runs[1:]:
+                s = r.summary
+                older.add_row(str(s.run_id), s.status, s.verdict or "-", f"{s.total_s:.0f}s")
+            parts += [Text(""), older]
+    return Group(*parts)
