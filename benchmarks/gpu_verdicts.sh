@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 16 on one GPU host (docs/GPU.md): the sweeps one after another, in priority
 # order, each joining the host's Ray head. Started on the host by
-#   bash images/offline-host.sh verdicts
-# which exports the paths. A release is swept only once its uploads are complete:
+#   bash images/offline-host.sh verdicts [LABEL MATRIX RELEASE ...]
+# which exports the paths. Without arguments: the 0.26.0 plan of 2026-12-01 (below);
+# with them, those sweeps in the order given (the 0.25.1 plan: docs/GPU.md). A release is swept only once its uploads are complete:
 # the last upload of a release touches $VMATRIX_WHEELHOUSE/vllm-X/.complete (the
 # driver waits up to $VERDICTS_WAIT_S for it). Progress: $VMATRIX_DATA/verdicts.txt.
 set -uo pipefail
@@ -27,7 +28,14 @@ sweep() {  # LABEL MATRIX RELEASE
 
 # 1: the four cells on 0.26.0 (controls twice: the noise floor); 2: the CUDA positive
 # control on the same workload; 3: the field-bug try on 0.25.1.
-sweep verdicts examples/gpu-verdicts.yaml 0.26.0
-sweep positive examples/gpu-positive.yaml 0.26.0
-sweep field examples/gpu-field.yaml 0.25.1
+if (($# == 0)); then
+  set -- verdicts examples/gpu-verdicts.yaml 0.26.0 \
+    positive examples/gpu-positive.yaml 0.26.0 \
+    field examples/gpu-field.yaml 0.25.1
+fi
+if (($# % 3)); then echo "usage: $0 [LABEL MATRIX RELEASE ...]" >&2; exit 2; fi
+while (($#)); do
+  sweep "$1" "$2" "$3"
+  shift 3
+done
 echo VERDICTS-DONE >>"$OUT"

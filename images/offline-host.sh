@@ -7,7 +7,8 @@
 #                                       run MATRIX's cells of ENGINE in the background,
 #                                       then its controls again (the noise floor)
 #   offline-host.sh scaling MATRIX      benchmarks/gpu_scaling.sh in the background
-#   offline-host.sh verdicts            benchmarks/gpu_verdicts.sh in the background (issue 16)
+#   offline-host.sh verdicts [LABEL MATRIX RELEASE ...]
+#                                       benchmarks/gpu_verdicts.sh in the background (issue 16)
 #   offline-host.sh complete RELEASE    mark vllm-RELEASE's uploads complete (after its last one)
 #   offline-host.sh restart-ray         a fresh Ray head (after changing the environment)
 #   offline-host.sh status              runs recorded so far, sweeps still running
@@ -65,7 +66,7 @@ case "${1:-}" in
     setsid nohup bash "$REPO/benchmarks/gpu_scaling.sh" "${@:2}" >"$VMATRIX_DATA/scaling-driver.log" 2>&1 </dev/null &
     echo "started: $VMATRIX_DATA/scaling.txt" ;;
   verdicts)
-    setsid nohup bash "$REPO/benchmarks/gpu_verdicts.sh" >"$VMATRIX_DATA/verdicts-driver.log" 2>&1 </dev/null &
+    setsid nohup bash "$REPO/benchmarks/gpu_verdicts.sh" "${@:2}" >"$VMATRIX_DATA/verdicts-driver.log" 2>&1 </dev/null &
     echo "started: $VMATRIX_DATA/verdicts.txt" ;;
   complete)
     ls "$VMATRIX_WHEELHOUSE/vllm-$2"/vllm-*.whl >/dev/null && touch "$VMATRIX_WHEELHOUSE/vllm-$2/.complete" ;;
@@ -97,5 +98,5 @@ EOF
       "$VMATRIX_DATA"/verdicts*.txt "$dest/" 2>/dev/null || true
     tar -czf "$dest/engine-logs.tgz" -C "$VMATRIX_DATA" logs 2>/dev/null || true ;;
   *)
-    sed -n '2,16p' "$0"; exit 2 ;;
+    sed -n '2,17p' "$0"; exit 2 ;;
 esac
