@@ -80,6 +80,7 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
     if runtime.kind == "docker":
         if cell.knobs.get("lmcache_connector"):
             raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
+        from orchestrator.canary import on_host_path
         from orchestrator.runtimes.docker import (
             CONTAINER_PORT,
             LABEL_CELL,
@@ -88,15 +89,19 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
             EngineContainer,
             ensure_image,
             reap_containers,
+            remove_attempts,
         )
 
         reap_containers()  # containers of a killed attempt of this (or any) cell on this host
+        if runtime.sweep and runtime.owner:
+            remove_attempts(runtime.sweep, runtime.owner, cell.id)  # a lost node's attempt of this cell
         image = ensure_image(cell.engine, runtime.images, log_dir / f"image-{cell.engine.env_id}.log")
-        argv = engine_argv(image.python, cell.engine, cell.knobs, cell.model.path, CONTAINER_PORT, host="0.0.0.0")
+        model = on_host_path(cell.model.path)  # the daemon mounts host paths, not this node's
+        argv = engine_argv(image.python, cell.engine, cell.knobs, model, CONTAINER_PORT, host="0.0.0.0")
         engine = EngineContainer(
             image=image.tag, argv=argv, env=env_vars, log_path=engine_log, port=port, cpus=cpus,
             labels={LABEL_SWEEP: runtime.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: runtime.owner} if runtime.owner else {}),
-            mounts=[cell.model.path, *_hf_cache()],
+            mounts=[model, *_hf_cache()],
             # CPU engines take no device request, even when Ray hands out logical GPUs.
             gpu_ids=gpu_ids if cell.engine.accelerator == "cuda" else [],
         )
