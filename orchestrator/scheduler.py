@@ -457,6 +457,12 @@ def run_sweep(
                 say(c.id, f"graded {grade.verdict}")
             result.driver_s[cell.id] = time.monotonic() - t_ready
     grade_waiting(plan, store, result.skipped, sweep_id)
+    if kind == "docker":
+        from orchestrator.runtimes.docker import remove_attempts
+
+        # Every task has ended, so an engine still labelled with this sweep is a lost node's.
+        for cell_id, name in remove_attempts(rt.sweep, rt.owner):
+            say(cell_id, f"removed {name}: the engine of an attempt whose node was lost")
     store.finish_sweep(sweep_id)
     return result
 

@@ -97,6 +97,30 @@ def reap_containers(docker_client: Any = None) -> list[str]:
     return removed
 
 
+def remove_attempts(sweep: str, owner: str, cell: str | None = None, docker_client: Any = None) -> list[tuple[str, str]]:
+    """Remove the engine containers of one driver's sweep (of one cell of it); returns (cell, name) each.
+
+    An engine belongs to the attempt that started it, but when that attempt's node is
+    lost (a worker container killed) nothing of the attempt is left to stop it, and the
+    reapers cannot judge it: its owner label names the driver, which is alive. Ray
+    starts a cell's next attempt only after the previous one is gone, so a container of
+    the same sweep, driver and cell found then is the lost attempt's; at the sweep's end
+    every container still labelled with it is. Only this daemon's are reached: an
+    engine on a lost host's own daemon stays there (docs/cluster.md).
+    """
+    try:
+        c = docker_client or client()
+    except ImageBuildError:
+        return []
+    labels = [f"{LABEL_SWEEP}={sweep}", f"{LABEL_OWNER}={owner}"] + ([f"{LABEL_CELL}={cell}"] if cell else [])
+    removed = []
+    for container in c.containers.list(all=True, filters={"label": labels}):
+        with contextlib.suppress(Exception):  # already gone, or being removed by someone else
+            container.remove(force=True)
+            removed.append((container.labels.get(LABEL_CELL, ""), container.name))
+    return removed
+
+
 @dataclass
 class EngineContainer:
     """A vLLM server in a container; teardown removes the container on every path."""
