@@ -98,15 +98,17 @@ def shipped_dir(name: str) -> Path | None:
 
 
 def on_host_path(model_path: str) -> str:
-    """``model_path``, or where a copy of it lies that a Docker daemon can mount.
+    """A canary's folder, or where a copy of it lies that a Docker daemon can mount.
 
     The shipped checkpoints live in the vmatrix package, which on a Compose node is
-    inside the node's image: a path the daemon (the host's) cannot see. The vmatrix
-    cache is a host path mounted at the same path on every node (compose.yaml), so an
-    engine container is handed a copy there (8 MB, made once per checkpoint).
+    inside the node's image (twice: the source folder and site-packages, and the
+    driver's and a task's imports need not agree on which): a path the daemon, the
+    host's, cannot see. The vmatrix cache is a host path mounted at the same path on
+    every node (compose.yaml), so an engine container is handed a copy there (8 MB,
+    made once per checkpoint).
     """
     path = Path(model_path)
-    if not path.is_relative_to(SHIPPED):
+    if path.is_relative_to(cache_dir()):
         return model_path
     copy = cache_dir() / "canaries" / f"shipped-{path.name}-{digest(shipped_files(path))[:12]}"
     if not (copy / META).is_file():

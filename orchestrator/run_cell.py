@@ -80,7 +80,7 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
     if runtime.kind == "docker":
         if cell.knobs.get("lmcache_connector"):
             raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
-        from orchestrator.canary import on_host_path
+        from orchestrator.canary import is_canary, on_host_path
         from orchestrator.runtimes.docker import (
             CONTAINER_PORT,
             LABEL_CELL,
@@ -96,7 +96,8 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
         if runtime.sweep and runtime.owner:
             remove_attempts(runtime.sweep, runtime.owner, cell.id)  # a lost node's attempt of this cell
         image = ensure_image(cell.engine, runtime.images, log_dir / f"image-{cell.engine.env_id}.log")
-        model = on_host_path(cell.model.path)  # the daemon mounts host paths, not this node's
+        # The daemon mounts host paths, not this node's.
+        model = on_host_path(cell.model.path) if is_canary(cell.model.name) else cell.model.path
         argv = engine_argv(image.python, cell.engine, cell.knobs, model, CONTAINER_PORT, host="0.0.0.0")
         engine = EngineContainer(
             image=image.tag, argv=argv, env=env_vars, log_path=engine_log, port=port, cpus=cpus,
