@@ -1,6 +1,6 @@
 """compose.yaml and its no-GPU override, as the Compose tool reads them (`config`: no
-containers, no daemon calls). Bringing the stack up takes minutes and is documented
-with its timings in docs/cluster.md instead.
+containers, no daemon calls). The stack brought up for real, with a sweep through it:
+tests/test_cluster.py (minutes; its timings in docs/cluster.md).
 """
 
 from __future__ import annotations
