@@ -80,10 +80,13 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
     if runtime.kind == "docker":
         if cell.knobs.get("lmcache_connector"):
             raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
+        import ray
+
         from orchestrator.canary import is_canary, on_host_path
         from orchestrator.runtimes.docker import (
             CONTAINER_PORT,
             LABEL_CELL,
+            LABEL_NODE,
             LABEL_OWNER,
             LABEL_SWEEP,
             EngineContainer,
@@ -101,7 +104,8 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
         argv = engine_argv(image.python, cell.engine, cell.knobs, model, CONTAINER_PORT, host="0.0.0.0")
         engine = EngineContainer(
             image=image.tag, argv=argv, env=env_vars, log_path=engine_log, port=port, cpus=cpus,
-            labels={LABEL_SWEEP: runtime.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: runtime.owner} if runtime.owner else {}),
+            labels={LABEL_SWEEP: runtime.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: runtime.owner} if runtime.owner else {})
+            | ({LABEL_NODE: ray.get_runtime_context().get_node_id()} if ray.is_initialized() else {}),
             mounts=[model, *_hf_cache()],
             # CPU engines take no device request, even when Ray hands out logical GPUs.
             gpu_ids=gpu_ids if cell.engine.accelerator == "cuda" else [],

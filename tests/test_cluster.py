@@ -196,7 +196,15 @@ def test_sweep_through_the_head_spreads_cells_and_retries_a_lost_workers_cell(cl
                 time.sleep(5)
                 killed = next(svc for svc, n in workers.items() if n == node)
                 DOCKER.containers.get(f"{PROJECT}_{killed}_1").kill()
-                STEPS["victim's engine up -> kill"] = time.monotonic() - t0
+                t_kill = time.monotonic()
+                STEPS["victim's engine up -> kill"] = t_kill - t0
+            time.sleep(2)
+        # The lost attempt's engine goes once Ray calls its node dead, not at the sweep's end.
+        lost = {c.id for c in engines} if killed else set()
+        while lost and driver.poll() is None and time.monotonic() - t0 < 900:
+            if not lost & {c.id for c in DOCKER.containers.list(all=True, filters={"label": LABEL_SWEEP})}:
+                STEPS["kill -> lost engine removed"] = time.monotonic() - t_kill
+                break
             time.sleep(2)
         out, _ = driver.communicate(timeout=900)
     finally:
@@ -204,6 +212,7 @@ def test_sweep_through_the_head_spreads_cells_and_retries_a_lost_workers_cell(cl
             driver.kill()
     STEPS["sweep (2 cells, one retried)"] = time.monotonic() - t0
     assert killed, f"the victim cell never ran on a worker; driver said: {(out or '')[-2000:]}"
+    assert "kill -> lost engine removed" in STEPS, "the lost attempt's engine outlived its node until the sweep ended"
     # Nothing of the sweep runs any more, the lost attempt's engine included.
     assert [c.name for c in DOCKER.containers.list(all=True, filters={"label": LABEL_SWEEP})
             if c.labels.get(LABEL_CELL) in CELLS] == []

@@ -29,6 +29,7 @@ from orchestrator.runtimes.signature import error_signature
 LABEL_SWEEP = "vmatrix.sweep"
 LABEL_CELL = "vmatrix.cell"
 LABEL_OWNER = "vmatrix.owner"
+LABEL_NODE = "vmatrix.node"  # the Ray node of the attempt that started it
 CONTAINER_PORT = 8000
 
 
@@ -97,7 +98,8 @@ def reap_containers(docker_client: Any = None) -> list[str]:
     return removed
 
 
-def remove_attempts(sweep: str, owner: str, cell: str | None = None, docker_client: Any = None) -> list[tuple[str, str]]:
+def remove_attempts(sweep: str, owner: str, cell: str | None = None, node: str | None = None,
+                    docker_client: Any = None) -> list[tuple[str, str]]:
     """Remove the engine containers of one driver's sweep (of one cell of it); returns (cell, name) each.
 
     An engine belongs to the attempt that started it, but when that attempt's node is
@@ -112,7 +114,8 @@ def remove_attempts(sweep: str, owner: str, cell: str | None = None, docker_clie
         c = docker_client or client()
     except ImageBuildError:
         return []
-    labels = [f"{LABEL_SWEEP}={sweep}", f"{LABEL_OWNER}={owner}"] + ([f"{LABEL_CELL}={cell}"] if cell else [])
+    labels = [f"{LABEL_SWEEP}={sweep}", f"{LABEL_OWNER}={owner}"] + ([f"{LABEL_CELL}={cell}"] if cell else []) \
+        + ([f"{LABEL_NODE}={node}"] if node else [])
     removed = []
     for container in c.containers.list(all=True, filters={"label": labels}):
         with contextlib.suppress(Exception):  # already gone, or being removed by someone else
