@@ -94,6 +94,32 @@ def shipped_dir(name: str) -> Path | None:
     return meta.parent if same else None
 
 
+def on_host_path(model_path: str) -> str:
+    """A canary's folder, or where a copy of it lies that a Docker daemon can mount.
+
+    The shipped checkpoints live in the vmatrix package, which on a Compose node is
+    inside the node's image (twice: the source folder and site-packages, and the
+    driver's and a task's imports need not agree on which): a path the daemon, the
+    host's, cannot see. The vmatrix cache is a host path mounted at the same path on
+    every node (compose.yaml), so an engine container is handed a copy there (8 MB,
+    made once per checkpoint).
+    """
+    path = Path(model_path)
+    if path.is_relative_to(cache_dir()):
+        return model_path
+    copy = cache_dir() / "canaries" / f"shipped-{path.name}-{digest(shipped_files(path))[:12]}"
+    if not (copy / META).is_file():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(copy) + ".lock"):
+            if not (copy / META).is_file():
+                tmp = copy.with_name(copy.name + ".tmp")
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(path, tmp)
+                shutil.rmtree(copy, ignore_errors=True)
+                tmp.rename(copy)
+    return str(copy)
+
+
 def canary_dir(name: str) -> Path:
     """The folder engines load the canary from: the shipped checkpoint, else a build."""
     return shipped_dir(name) or built_dir(name)

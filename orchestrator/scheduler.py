@@ -292,8 +292,12 @@ def run_sweep(
 
     by_id = {c.id: c for c in plan.cells}
     ungraded: dict[str, tuple[int, RunOutcome]] = {}
+    next_node_check, cleared = time.monotonic() + 5, set[tuple[str, str]]()
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+        if time.monotonic() > next_node_check:
+            next_node_check = time.monotonic() + 5
+            _remove_lost_engines(rt, attempts, {c.id for c in pending.values()}, cleared, say)
         for cell_id, phase, t_event in ray.get(board.drain.remote()):
             if phase.startswith(ATTEMPT):
                 host, _, node = phase.removeprefix(ATTEMPT).partition(" ")
@@ -342,8 +346,26 @@ def run_sweep(
                 say(c.id, f"graded {grade.verdict}")
             result.driver_s[cell.id] = time.monotonic() - t_ready
     grade_waiting(plan, store, result.skipped, sweep_id)
+    # Every task has ended, so an engine still labelled with this sweep is a lost node's.
+    for cell_id, name in rt.remove_lost_attempts():
+        say(cell_id, f"removed {name}: the engine of an attempt whose node was lost")
     store.finish_sweep(sweep_id)
     return result
+
+
+def _remove_lost_engines(rt: Runtime, attempts: dict[str, list[dict[str, object]]], running: set[str],
+                         cleared: set[tuple[str, str]], say: Listener) -> None:
+    # A lost node's engine would otherwise hold its cores until the cell's retry starts,
+    # which may wait for another cell to finish: remove it as soon as Ray calls the node dead.
+    dead = {n["NodeID"] for n in ray.nodes() if not n.get("Alive")}
+    for cell_id in running:
+        for attempt in attempts.get(cell_id, []):
+            # By the attempt's node, not the cell: the cell's retry may have started already.
+            node = str(attempt["ray_node"])
+            if node in dead and (cell_id, node) not in cleared:
+                cleared.add((cell_id, node))  # once per lost attempt
+                for _, name in rt.remove_lost_attempts(cell_id, node=node):
+                    say(cell_id, f"removed {name}: its node was lost")
 
 
 def reference_for(

@@ -1,6 +1,6 @@
 """compose.yaml and its no-GPU override, as the Compose tool reads them (`config`: no
-containers, no daemon calls). Bringing the stack up takes minutes and is documented
-with its timings in docs/cluster.md instead.
+containers, no daemon calls). The stack brought up for real, with a sweep through it:
+tests/test_cluster.py (minutes; its timings in docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -73,11 +73,16 @@ def test_cpu_override_starts_no_device_reservation_and_logical_gpus() -> None:
     config = _config("compose.yaml", "compose.cpu.yaml", VMATRIX_ORCH_BASE="vmatrix/base:bookworm",
                      VMATRIX_CACHE="/root/.cache/vmatrix", VMATRIX_RAY_PORT="6389")
     started = _started(config)
-    assert set(started) == {"ray-head", "ray-worker-cpu"}
+    assert set(started) == {"ray-head", "ray-worker-cpu", "ray-worker-cpu-2"}
     assert all(_devices(s) == [] for s in started.values())
-    worker = started["ray-worker-cpu"]
-    assert "--num-gpus=2" in worker["command"] and "--address=127.0.0.1:6389" in worker["command"]
-    assert worker["build"]["args"]["BASE"] == "vmatrix/base:bookworm"
+    for name in ("ray-worker-cpu", "ray-worker-cpu-2"):
+        worker = started[name]
+        assert "--num-gpus=2" in worker["command"] and "--address=127.0.0.1:6389" in worker["command"]
+        assert worker["build"]["args"]["BASE"] == "vmatrix/base:bookworm"
+    # Two nodes on the host network: their agents and exporters must not share a port.
+    ports = [(c.split("--dashboard-agent-listen-port=")[1].split()[0], c.split("--metrics-export-port=")[1].split()[0])
+             for c in (started["ray-worker-cpu"]["command"], started["ray-worker-cpu-2"]["command"])]
+    assert ports[0][0] != ports[1][0] and ports[0][1] != ports[1][1], ports
     # The cache is a host path at the same path inside: the daemon is handed host paths.
     for s in started.values():
         assert s["environment"]["VMATRIX_CACHE"] == "/root/.cache/vmatrix"

@@ -53,6 +53,11 @@ class Runtime(Protocol):
         """Remove what this runtime left behind for orchestrators that were killed; what was removed."""
         ...
 
+    def remove_lost_attempts(self, cell_id: str | None = None, node: str | None = None) -> list[tuple[str, str]]:
+        """Remove engines this sweep's driver started on attempts whose node was lost (of
+        one cell, on one Ray node), which nothing else would stop; (cell id, name) each."""
+        ...
+
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[Engine, LMCacheSetup | None]:
         """An engine for ``start.cell`` in ``env``, not started yet; raises BuildError
         when the cell cannot run in this runtime."""

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 LABEL_SWEEP = "vmatrix.sweep"
 LABEL_CELL = "vmatrix.cell"
 LABEL_OWNER = "vmatrix.owner"
+LABEL_NODE = "vmatrix.node"  # the Ray node of the attempt that started it
 CONTAINER_PORT = 8000
 
 
@@ -98,6 +99,32 @@ def reap_containers(docker_client: Any = None) -> list[str]:
         with contextlib.suppress(Exception):  # already gone, or being removed by someone else
             container.remove(force=True)
             removed.append(container.name)
+    return removed
+
+
+def remove_attempts(sweep: str, owner: str, cell: str | None = None, node: str | None = None,
+                    docker_client: Any = None) -> list[tuple[str, str]]:
+    """Remove the engine containers of one driver's sweep (of one cell of it); returns (cell, name) each.
+
+    An engine belongs to the attempt that started it, but when that attempt's node is
+    lost (a worker container killed) nothing of the attempt is left to stop it, and the
+    reapers cannot judge it: its owner label names the driver, which is alive. Ray
+    starts a cell's next attempt only after the previous one is gone, so a container of
+    the same sweep, driver and cell found then is the lost attempt's; at the sweep's end
+    every container still labelled with it is. Only this daemon's are reached: an
+    engine on a lost host's own daemon stays there (docs/cluster.md).
+    """
+    try:
+        c = docker_client or client()
+    except ImageBuildError:
+        return []
+    labels = [f"{LABEL_SWEEP}={sweep}", f"{LABEL_OWNER}={owner}"] + ([f"{LABEL_CELL}={cell}"] if cell else []) \
+        + ([f"{LABEL_NODE}={node}"] if node else [])
+    removed = []
+    for container in c.containers.list(all=True, filters={"label": labels}):
+        with contextlib.suppress(Exception):  # already gone, or being removed by someone else
+            container.remove(force=True)
+            removed.append((container.labels.get(LABEL_CELL, ""), container.name))
     return removed
 
 
@@ -230,16 +257,29 @@ class DockerRuntime:
     def reap(self) -> list[str]:
         return reap_containers()
 
+    def remove_lost_attempts(self, cell_id: str | None = None, node: str | None = None) -> list[tuple[str, str]]:
+        if not (self.sweep and self.owner):
+            return []
+        return remove_attempts(self.sweep, self.owner, cell_id, node=node)
+
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[EngineContainer, None]:
         cell = start.cell
         if cell.knobs.get("lmcache_connector"):
             raise EnvBuildError("LMCache cells need runtime: local (the LMCache server runs as a local process)")
         assert isinstance(env, EngineImage)
-        argv = engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, CONTAINER_PORT, host="0.0.0.0")
-        labels = {LABEL_SWEEP: self.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: self.owner} if self.owner else {})
+        import ray
+
+        from orchestrator.canary import is_canary, on_host_path
+
+        self.remove_lost_attempts(cell.id)  # a lost node's attempt of this cell
+        # The daemon mounts host paths, not this node's.
+        model = on_host_path(cell.model.path) if is_canary(cell.model.name) else cell.model.path
+        argv = engine_argv(env.python, cell.engine, cell.knobs, model, CONTAINER_PORT, host="0.0.0.0")
+        labels = {LABEL_SWEEP: self.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: self.owner} if self.owner else {}) \
+            | ({LABEL_NODE: ray.get_runtime_context().get_node_id()} if ray.is_initialized() else {})
         engine = EngineContainer(
             image=env.tag, argv=argv, env=dict(start.env), log_path=start.log_path, port=start.port, cpus=start.cpus,
-            labels=labels, mounts=[cell.model.path, *_hf_cache()],
+            labels=labels, mounts=[model, *_hf_cache()],
             # CPU engines take no device request, even when Ray hands out logical GPUs.
             gpu_ids=start.gpu_ids if cell.engine.accelerator == "cuda" else [],
         )

@@ -432,6 +432,9 @@ class LocalRuntime:
     def reap(self) -> list[str]:
         return [str(pid) for pid in reap_orphans()]
 
+    def remove_lost_attempts(self, cell_id: str | None = None, node: str | None = None) -> list[tuple[str, str]]:
+        return []  # a local engine is a process of its node: it goes with the node
+
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[EngineProcess, lmcache.LMCacheSetup | None]:
         cell = start.cell
         # The cell's own LMCache state (config, L2) lives in its run folder, nowhere shared.
