@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from vmatrix.errors import InputError
+
 if TYPE_CHECKING:
     from images.build import ImageOptions
     from orchestrator.lmcache import LMCacheSetup
@@ -76,4 +78,4 @@ def runtime_named(name: str, *, images: ImageOptions | None = None, sweep: str =
         from orchestrator.runtimes.docker import DockerRuntime
 
         return DockerRuntime(images=images, **kwargs)
-    raise ValueError(f"unknown runtime {name!r} (known: {', '.join(RUNTIME_NAMES)})")
+    raise InputError("{runtime}: unknown runtime {name!r} (known: {known})", name=name, known=", ".join(RUNTIME_NAMES))
