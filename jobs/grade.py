@@ -18,10 +18,11 @@ Cell verdicts (docs/GRADING.md has the reasons and the measurements):
 - ``unexercised``: none of that, but what the cell claims to test did not happen
   (:func:`coverage`: prefix caching without a hit, speculative decoding without a
   draft, LMCache without a retrieval, a restart point not executed).
-- ``degraded``: none of that, but too many tie flips without drift, a symptom
-  (jobs/symptoms.py) the control does not show, or, with a measured noise floor,
-  logprob drift beyond its envelope.
-- ``clean``: otherwise.
+- ``degraded``: none of that, but too many tie flips without drift, or a symptom
+  (jobs/symptoms.py) the control does not show.
+- ``clean``: otherwise. Logprob and margin drift on agreeing tokens are reported in the
+  evidence (and drift beyond its envelope in the summary), not graded on their own:
+  healthy GPU paths drift past any envelope a control repeat can measure.
 
 The tie margin is the configured one, raised to ``tie_steps`` bf16 steps at the model's
 logit scale when that is known (:func:`scaled_tie_margin`: logits are rounded to bf16,
@@ -43,8 +44,12 @@ from vmatrix.records import RequestRecord, Transcript, answer_span
 # measured drift, or the tie margin at one bf16 step of the logit scale when the repeat
 # was bit-exact or not measured), is more than rounding. Noise and changed arithmetic are one bf16 step (0.031 on the
 # CPU engine, 0.034 on the H200s, docs/GPU.md); the positive control drifted 0.077-
-# 0.079: 1.5 x max(0.031, 0.04) = 0.06 separates them. Drift alone grades only with
-# a measured floor (a GPU engine drifted 0.24 healthy in shared/ENGINES.md).
+# 0.079: 1.5 x max(0.031, 0.04) = 0.06 separates them. The envelope only decides between
+# flips with drift (corrupt) and flips without (degraded): drift alone grades nothing.
+# On an H200 healthy cells of vLLM 0.25.1 drifted 0.211 (prefix caching, the same token in
+# three runs, a near-tie) and 0.267 (MTP, no cache) against a control bit-exact with
+# itself, so no floor a control repeat measures covers a changed GPU path; and in no
+# recorded run did drift alone catch a fault the answers missed (docs/GRADING.md).
 DRIFT_ENVELOPE = 1.5
 CONTINUATION_TOKENS = 8  # token ids kept on each side of a divergence, for evidence
 # A cell recalls worse than its control when the one-sided exact McNemar test says so at
@@ -493,14 +498,14 @@ def grade_transcripts(
         return "degraded", (f"{len(ties)}/{len(sent)} requests flip at near-ties (noise allows "
                             f"{max_tie_flip_fraction:.0%}), drift {drifted.drift:.3f} within {envelope:.3f}, "
                             f"no confident divergence; first at {_where(ties[0])}"), evidence
-    if floor is not None and beyond:
-        evidence["first"] = _headline(drifted, "drift") | {"token_index": drifted.drift_index}
-        return "degraded", (f"logprob drift {drifted.drift:.3f} beyond the noise envelope {envelope:.3f} at "
-                            f"session {drifted.session} turn {drifted.turn} token {drifted.drift_index}"), evidence
+    if beyond:
+        evidence["max_drift_at"] = f"session {drifted.session} turn {drifted.turn} token {drifted.drift_index}"
     flips = f", {len(ties)} tie flip(s) at margin <= {margin:.3g}{calibrated}" if ties else ""
     right = (f"; recall {truth.cell}/{truth.requests} (control {truth.control}/{truth.requests})"
              if truth.requests else "")
-    return "clean", f"{identical}/{len(sent)} requests identical to control{flips}{right}{skipped}", evidence
+    moved = (f"; logprob drift {drifted.drift:.3f} beyond {envelope:.3f} at {evidence['max_drift_at']} (evidence, "
+             f"not graded)" if beyond else "")
+    return "clean", f"{identical}/{len(sent)} requests identical to control{flips}{right}{moved}{skipped}", evidence
 
 
 @dataclass(frozen=True)

@@ -272,7 +272,7 @@ class Grading(_Strict):
     max_tie_flip_fraction: float = Field(default=0.25, ge=0, le=1)
     # Run each control twice and store the measured noise floor with the sweep; the
     # grader then uses the larger of tie_margin and the largest margin the repeat
-    # flipped at, and flags drift beyond the measured envelope.
+    # flipped at, and reports drift beyond the measured envelope.
     calibrate: bool = False
     # Stop sending a cell's requests after this many confident divergences from its
     # control (None: never). Cells then wait for their control to finish.

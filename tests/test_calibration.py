@@ -55,11 +55,12 @@ def test_recorded_cells_with_the_noise_floor(recorded_runs: Runs) -> None:
     cell = recorded_runs["stock-prefix-caching"]
     assert grade_transcripts(cell, stock, 0.01, 0.25)[0] == "corrupt"
     assert grade_transcripts(cell, stock, 0.01, 0.25, floor)[0] == "clean"
-    # Drift on agreeing tokens beyond the envelope is degraded, but only with a floor.
+    # Drift on agreeing tokens beyond the envelope, every token right: reported, not graded,
+    # with a floor or without (healthy H200 paths drift past it: docs/GRADING.md).
     drifted = Transcript([replace(r, logprobs=[x - 0.1 for x in r.logprobs]) for r in stock.requests])
     verdict, summary, ev = grade_transcripts(drifted, stock, 0.04, 0.25, floor)
-    assert verdict == "degraded" and "beyond the noise envelope 0.060" in summary
-    assert {"session", "turn", "token_index", "cell_text", "control_text"} <= set(ev["first"])
+    assert verdict == "clean" and "logprob drift 0.100 beyond 0.060 at session" in summary, summary
+    assert ev["max_drift"] == pytest.approx(0.1) and ev["max_drift_at"].startswith("session ")
     assert grade_transcripts(drifted, stock, 0.04, 0.25)[0] == "clean"
 
 
