@@ -172,8 +172,11 @@ def sweep_run(
     store = open_store(db)
     sweep_id = store.create_sweep(plan.spec.name, str(matrix), matrix.read_text())
     labels = {c.id: f"{c.engine.label} [{describe_knobs(c.knobs)}]" for c in plan.cells}
-    columns = (SpinnerColumn(), TextColumn("{task.fields[cell]}"), TextColumn("{task.description}"),
-               BarColumn(bar_width=10), TextColumn("{task.fields[count]}"), TimeElapsedColumn())
+    # markup off: a cell's label has its knobs in [brackets], which Rich took for a style
+    # tag and dropped; an engine's or uv's line may hold brackets too.
+    columns = (SpinnerColumn(), TextColumn("{task.fields[cell]}", markup=False),
+               TextColumn("{task.description}", markup=False), BarColumn(bar_width=10),
+               TextColumn("{task.fields[count]}"), TimeElapsedColumn())
     # Not on a terminal (CI, a pipe) Rich draws nothing until the end; the steps are
     # printed as lines instead, one per new step or detail (never per count).
     lines = progress and not console.is_terminal
