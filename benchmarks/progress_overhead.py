@@ -37,12 +37,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import ray  # noqa: E402
+import ray
 
-from jobs.replay import replay  # noqa: E402
-from orchestrator.runtimes.phases import LogFollower  # noqa: E402
-from vmatrix.progress import REPLAY, Step, Throttle  # noqa: E402
-from vmatrix.workload import ReplayRequest, Workload  # noqa: E402
+from jobs.replay import replay
+from orchestrator.runtimes.phases import LogFollower
+from vmatrix.progress import REPLAY, Step, Throttle
+from vmatrix.workload import ReplayRequest, Workload
 
 _spec = importlib.util.spec_from_file_location("replay_client", ROOT / "benchmarks" / "replay_client.py")
 assert _spec and _spec.loader
@@ -103,15 +103,13 @@ def main() -> None:
         for _ in range(args.repeats):
             results["off"].append(replay_cpu_ms(stub.base_url, wl, None))
 
-            def throttled(done: int, total: int) -> None:
-                report(Step(REPLAY, "requests answered", done, total))
-
             def to_board(step: Step) -> None:
                 sent["throttled"] += 1
                 board.report.remote("cell", step)
 
-            report = Throttle(to_board)
-            results["throttled"].append(replay_cpu_ms(stub.base_url, wl, throttled))
+            throttle = Throttle(to_board)
+            results["throttled"].append(replay_cpu_ms(
+                stub.base_url, wl, lambda done, total, t=throttle: t(Step(REPLAY, "requests answered", done, total))))
 
             def every(done: int, total: int) -> None:
                 sent["every"] += 1
@@ -155,10 +153,11 @@ def main() -> None:
     n = len(wl.requests)
     lines = [
         f"| replay, progress off (`on_request=None`) | {med['off']:.3f} ms CPU a request |",
-        f"| replay, count throttled to the board (a task's path) | {med['throttled']:.3f} ms CPU a request "
-        f"({med['throttled'] - med['off']:+.3f}); {sent['throttled'] / args.repeats:.0f} board calls for {n} requests |",
-        f"| replay, every request a board call (no throttle) | {med['every']:.3f} ms CPU a request "
-        f"({med['every'] - med['off']:+.3f}) |",
+        (f"| replay, count throttled to the board (a task's path) | {med['throttled']:.3f} ms CPU a request "
+         f"({med['throttled'] - med['off']:+.3f}); {sent['throttled'] / args.repeats:.0f} board calls for {n} "
+         "requests |"),
+        (f"| replay, every request a board call (no throttle) | {med['every']:.3f} ms CPU a request "
+         f"({med['every'] - med['off']:+.3f}) |"),
         f"| one `board.report.remote(cell, Step)` from the caller | {med['call_us']:.0f} µs |",
         f"| the driver draining 1,000 of them | {med['drain_ms']:.1f} ms |",
         f"| `LogFollower.poll`, new lines (the 0.32.0 start in 20 pieces) | {med['poll_new_us']:.0f} µs |",

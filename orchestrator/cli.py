@@ -159,12 +159,10 @@ def sweep_run(
                                                 "Not on a terminal: one line per step.")] = True,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from db.queries import lookup_table, render_table
     from orchestrator.matrix import describe_knobs
-    from orchestrator.scheduler import SETUP, run_sweep
-    from vmatrix.progress import Step
+    from orchestrator.scheduler import run_sweep
+    from orchestrator.sweep_view import SweepView
 
     plan = _plan(matrix, engine, controls_only)
     if runtime not in (None, "local", "docker"):
@@ -172,39 +170,10 @@ def sweep_run(
     store = open_store(db)
     sweep_id = store.create_sweep(plan.spec.name, str(matrix), matrix.read_text())
     labels = {c.id: f"{c.engine.label} [{describe_knobs(c.knobs)}]" for c in plan.cells}
-    # markup off: a cell's label has its knobs in [brackets], which Rich took for a style
-    # tag and dropped; an engine's or uv's line may hold brackets too.
-    columns = (SpinnerColumn(), TextColumn("{task.fields[cell]}", markup=False),
-               TextColumn("{task.description}", markup=False), BarColumn(bar_width=10),
-               TextColumn("{task.fields[count]}"), TimeElapsedColumn())
-    # Not on a terminal (CI, a pipe) Rich draws nothing until the end; the steps are
-    # printed as lines instead, one per new step or detail (never per count).
-    lines = progress and not console.is_terminal
-    printed: dict[str, str] = {}
-    with Progress(*columns, console=console, transient=False) as bars:
-        tasks = {cid: bars.add_task("queued", total=1, cell=f"{cid[:8]} {label}", count="")
-                 for cid, label in labels.items()}
-
-        def listen(cell_id: str, phase: str) -> None:
-            done = phase.startswith(("graded", "skipped"))
-            bars.update(tasks[cell_id], description=phase, total=1, completed=1 if done else 0, count="")
-            if done:
-                bars.stop_task(tasks[cell_id])
-            if lines:
-                console.print(f"{cell_id[:8]} {phase}", highlight=False, markup=False)
-
-        def step(cell_id: str, step: Step) -> None:
-            if cell_id == SETUP and SETUP not in tasks:
-                tasks[SETUP] = bars.add_task("", total=1, cell="setup", count="")
-            count = f"{step.done}/{step.total}" if step.total is not None else ""
-            bars.update(tasks[cell_id], description=f"{step.step}: {step.detail}", total=step.total or 1,
-                        completed=step.done or 0, count=count)
-            if lines and (printed.get(cell_id) != step.detail or step.finished):
-                printed[cell_id] = step.detail
-                console.print(f"{cell_id[:8] or 'setup'} {step.line()}", highlight=False, markup=False)
-
+    with SweepView(console, labels, lines=progress) as view:
         result = run_sweep(plan, store, sweep_id, runs_dir(), rerun=rerun, address=address, num_gpus=num_gpus,
-                           listener=listen, runtime=runtime, max_retries=retries, progress=step if progress else None)
+                           listener=view.phase, runtime=runtime, max_retries=retries,
+                           progress=view.step if progress else None)
     console.print(f"sweep {sweep_id}: ran {len(result.ran)} cells, skipped {len(result.skipped)} already recorded")
     axes = [name for name, values in plan.spec.axes if values is not None]
     console.print(render_table(lookup_table(store, ["engine"], axes or ["prefix_caching"], sweep_id=sweep_id), "text"))

@@ -41,7 +41,7 @@ from orchestrator.runtimes.local import ensure_env, reap_orphans
 from orchestrator.spec import Grading, Timeouts
 from vmatrix.cells import STATUSES, Cell, RunOutcome
 from vmatrix.errors import SweepError
-from vmatrix.progress import CANARY, Step, StepReport, Throttle
+from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle
 from vmatrix.records import ControlReference, Transcript
 
 FINAL = STATUSES  # every recorded status is final: a cell that has one is not run again
@@ -158,7 +158,6 @@ class SweepResult:
 Listener = Callable[[str, str], None]  # (cell_id, phase or final verdict)
 # (cell_id, step) as a long step goes; cell_id "" for the sweep's own setup (the canary).
 ProgressListener = Callable[[str, Step], None]
-SETUP = ""
 
 
 def canary_step(record: dict) -> Step:

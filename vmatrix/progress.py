@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 # The steps, as the driver names them on screen.
 ENV, IMAGE, CANARY, ENGINE, REPLAY = "env", "image", "canary", "engine", "replay"
+SETUP = ""  # the cell id a sweep's own setup (the canary and its env) reports under
 
 
 @dataclass(frozen=True)
