@@ -74,6 +74,14 @@ def _count_requests(progress: StepReport | None) -> Callable[[int, int], None] |
     return lambda done, total: progress(Step(REPLAY, "requests answered", done, total))
 
 
+def _ready(state: str, watch: Callable[[], None] | None) -> str:
+    # The log lines written between the last poll and the health check's answer
+    # ("Application startup complete") are read once more: the start's last phase.
+    if watch is not None:
+        watch()
+    return state
+
+
 def _watch_start(engine: Engine, progress: StepReport | None) -> Callable[[], None] | None:
     """What the health wait calls between polls: the start phase the engine's log shows now."""
     if progress is None:
@@ -148,7 +156,7 @@ def run_cell(
             engine.stop()
             watch = _watch_start(engine, progress)
             engine.start()
-        return engine.wait_ready(timeouts.startup_s, companions, watch)
+        return _ready(engine.wait_ready(timeouts.startup_s, companions, watch), watch)
 
     async def restart(phase: str) -> bool:
         say(f"restarting engine after {phase}")
@@ -175,7 +183,7 @@ def run_cell(
         t = time.monotonic()
         watch = _watch_start(engine, progress)
         engine.start()
-        state = engine.wait_ready(timeouts.startup_s, companions, watch)
+        state = _ready(engine.wait_ready(timeouts.startup_s, companions, watch), watch)
         timings["startup_s"] = time.monotonic() - t
         if state == "companion_exited":
             return finish(status="startup_failed", signature=server_crash(),

