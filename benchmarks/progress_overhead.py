@@ -47,6 +47,7 @@ from vmatrix.workload import ReplayRequest, Workload
 _spec = importlib.util.spec_from_file_location("replay_client", ROOT / "benchmarks" / "replay_client.py")
 assert _spec and _spec.loader
 replay_client = importlib.util.module_from_spec(_spec)
+sys.modules["replay_client"] = replay_client  # its dataclasses look their module up
 _spec.loader.exec_module(replay_client)
 
 
