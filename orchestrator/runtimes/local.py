@@ -200,7 +200,7 @@ def _install(root: Path, recipe: EngineRecipe, log: Path, steps_of: _EnvSteps) -
         steps = [[sys.executable, "-m", "venv", str(root)], [*pip, "install", *links, *reqs]]
         if recipe.accelerator == "cpu":
             steps.append([*pip, "uninstall", "-y", *CPU_UNWANTED])
-    what = ["creating the venv", f"installing {' '.join(reqs)}", "removing unwanted CUDA packages"]
+    what = ["creating the venv", f"installing {' '.join(reqs)}", f"removing {', '.join(CPU_UNWANTED)}"]
     for argv, name in zip(steps, what, strict=False):
         if _run(argv, log, env, steps_of.next(name)).returncode != 0 and "uninstall" not in argv:
             raise EnvBuildError(f"installing {' '.join(reqs)} failed (see {log})")
