@@ -12,6 +12,7 @@ from typing import Self
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from vmatrix.progress import REPLAY, SETUP, Step
 
@@ -28,11 +29,15 @@ class SweepView:
     def __init__(self, console: Console, labels: dict[str, str], lines: bool) -> None:
         # markup off: a cell's label has its knobs in [brackets], which Rich took for a style
         # tag and dropped; an engine's or uv's line may hold brackets too.
-        columns = (SpinnerColumn(), TextColumn("{task.fields[cell]}", markup=False),
-                   TextColumn("{task.description}", markup=False), BarColumn(bar_width=10),
-                   TextColumn("{task.fields[count]}"), TimeElapsedColumn())
+        # The label and the step share what the bar, count and clock leave, each cut with
+        # "…" rather than wrapped: at 80 columns a row stays one line and keeps its bar.
+        fit = {"no_wrap": True, "overflow": "ellipsis", "ratio": 1}
+        columns = (SpinnerColumn(), TextColumn("{task.fields[cell]}", markup=False, table_column=Column(**fit)),
+                   TextColumn("{task.description}", markup=False, table_column=Column(**fit)),
+                   BarColumn(bar_width=10), TextColumn("{task.fields[count]}", table_column=Column(no_wrap=True)),
+                   TimeElapsedColumn())
         self.console = console
-        self.bars = Progress(*columns, console=console, transient=False)
+        self.bars = Progress(*columns, console=console, transient=False, expand=True)
         self.lines = lines and not console.is_terminal
         self.tasks: dict[str, TaskID] = {cid: self.bars.add_task("queued", total=1, cell=f"{cid[:8]} {label}", count="")
                                          for cid, label in labels.items()}
