@@ -37,7 +37,8 @@ class SweepView:
                    BarColumn(bar_width=10), TextColumn("{task.fields[count]}", table_column=Column(no_wrap=True)),
                    TimeElapsedColumn())
         self.console = console
-        self.bars = Progress(*columns, console=console, transient=False, expand=True)
+        # Not on a terminal only the final rows are drawn, at their natural width as before.
+        self.bars = Progress(*columns, console=console, transient=False, expand=console.is_terminal)
         self.lines = lines and not console.is_terminal
         self.tasks: dict[str, TaskID] = {cid: self.bars.add_task("queued", total=1, cell=f"{cid[:8]} {label}", count="")
                                          for cid, label in labels.items()}
