@@ -334,3 +334,36 @@ def sample_rows(source: Readable, run_ids: Iterable[int]) -> dict[int, tuple[str
                     ttft, decode = bytes(ttft), bytes(decode)
                 out[run_id] = (keys, phases, ttft, decode)
     return out
+
+
+@dataclass(frozen=True)
+class RecallCount:
+    """How many of a run's answered requests with an expected answer it got right."""
+
+    right: int
+    requests: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.right / self.requests
+
+
+def recall_counts(source: Readable, run_ids: Iterable[int]) -> dict[int, RecallCount]:
+    """Per run, its answers graded against the workload's expectations (vmatrix/expect.py),
+    as jobs.grade.recall grades them: a request that failed is left out, an answer the
+    model did not finish within max_tokens is wrong. Runs without an expectation (a
+    trace without ground truth, runs recorded before 0008) are absent."""
+    from vmatrix.expect import Expectation
+
+    tally: dict[int, list[int]] = {}
+    with source.reader() as rc:
+        for chunk in chunks(run_ids):
+            # Only the answer's characters leave the database: the text past the end token can be long.
+            sql = (f"SELECT run_id, expect, substr(text, 1, answer_chars) FROM requests "
+                   f"WHERE run_id IN {_in_list(len(chunk))} AND expect IS NOT NULL AND error IS NULL")
+            for run_id, raw, answer in rc.rows(sql, chunk):
+                expect = Expectation.from_json(json.loads(raw) if isinstance(raw, str) else raw)
+                counts = tally.setdefault(run_id, [0, 0])
+                counts[0] += expect.matches(answer)
+                counts[1] += 1
+    return {run_id: RecallCount(right, n) for run_id, (right, n) in tally.items()}

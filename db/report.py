@@ -1,5 +1,6 @@
-"""One self-contained HTML page per sweep: lookup table, verdict heatmap, speed plots,
-and the evidence behind every result that is not clean.
+"""One self-contained HTML page per sweep: the lookup table, then plots per cell (decode
+tokens/s, draft acceptance per position, TTFT cold vs hot, recall accuracy), the verdict
+heatmap, the runs, and the evidence behind every result that is not clean.
 
 The page must open anywhere a results file is attached (a CI artifact, an issue), so
 it loads nothing: styles are inline and the plots are SVG computed here, laid out in
@@ -38,6 +39,7 @@ from db.queries import (
     metric_totals_for,
     sweep_info,
 )
+from db.reads import RecallCount, recall_counts
 from db.store import Store
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -117,16 +119,28 @@ def _short(text: str, width: int = 66) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+Value = float | tuple[float, str] | None  # a bar's value, or its value and the text shown for it
+
+
+def _value(v: Value) -> float | None:
+    return v[0] if isinstance(v, tuple) else v
+
+
 def bar_chart(
     title: str,
-    rows: list[tuple[str, dict[str, float | None]]],
+    rows: list[tuple[str, dict[str, Value]]],
     series: list[str],
     fmt: str = "{:.1f}",
     maximum: float | None = None,
     tick_fmt: str = "{:g}",
 ) -> BarChart | None:
-    """Lay out one bar per (row, series); None where no row has any value to show."""
-    values = [v for _, by_series in rows for v in by_series.values() if v is not None]
+    """Lay out one bar per (row, series) that has a value; None where no row has any.
+
+    A missing value (no MTP, no ground truth, no request answered) draws nothing, not a
+    zero: its slot in the group stays empty, and a row with no value at all is left out.
+    """
+    rows = [(label, by_series) for label, by_series in rows if any(_value(v) is not None for v in by_series.values())]
+    values = [x for _, by_series in rows for v in by_series.values() if (x := _value(v)) is not None]
     if not values:
         return None
     ticks = nice_ticks(maximum if maximum is not None else max(values))
@@ -137,15 +151,18 @@ def bar_chart(
     for label, by_series in rows:
         bars = []
         for i, name in enumerate(series):
-            value = by_series.get(name)
+            value = _value(by_series.get(name))
+            if value is None:
+                continue
+            shown = by_series[name]
             bars.append(
                 Bar(
                     x=LABEL_W,
                     y=y + i * (BAR_H + BAR_GAP),
-                    width=0.0 if value is None else max(value * scale, 0.0),
+                    width=max(value * scale, 0.0),
                     color=colors[name],
                     series=name,
-                    text="n/a" if value is None else fmt.format(value),
+                    text=shown[1] if isinstance(shown, tuple) else fmt.format(value),
                 )
             )
         groups.append(BarGroup(_short(label), label, y + group_h / 2, bars))
@@ -180,6 +197,7 @@ class CellView:
     decode_mean: float | None
     decode_by_type: dict[str, float | None]
     rates: Rates
+    recall: RecallCount | None  # answers right of those with an expected answer; None: no ground truth
     grade: GradeDetail | None
     evidence_json: str | None
     total_s: float | None
@@ -221,7 +239,7 @@ def _knobs_text(cell: CellResult, names: list[str]) -> str:
 
 
 def _view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[str, float],
-          grade: GradeDetail | None) -> CellView:
+          grade: GradeDetail | None, recall: RecallCount | None = None) -> CellView:
     knobs = _knobs_text(cell, axes)
     cold, hot = ttft_cold_hot(samples)
     total_s = (cell.timings or {}).get("total_s")
@@ -238,6 +256,7 @@ def _view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[s
         decode_mean=mean_present(samples.decode_tps),
         decode_by_type=decode_by_prompt_type(samples),
         rates=rates(totals),
+        recall=recall,
         grade=grade,
         evidence_json=json.dumps(grade.evidence, indent=2, ensure_ascii=False) if grade and grade.evidence else None,
         total_s=total_s,
@@ -245,10 +264,12 @@ def _view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[s
 
 
 def _charts(views: list[CellView]) -> list[BarChart]:
+    """Decode tokens/s, acceptance per draft position, TTFT cold vs hot and recall, per cell,
+    each from what the cell's run recorded."""
     kinds = list(dict.fromkeys(k for v in views for k in v.decode_by_type))
     decode = bar_chart(
-        "Decode speed by prompt type (tokens/s after the first token, mean over requests)",
-        [(v.label, v.decode_by_type) for v in views if v.requests],
+        "Decode tokens/s per cell (after the first token, mean over requests, by prompt type)",
+        [(v.label, dict(v.decode_by_type)) for v in views if v.requests],
         kinds,
     )
     ttft = bar_chart(
@@ -271,7 +292,15 @@ def _charts(views: list[CellView]) -> list[BarChart]:
         maximum=1.0,
         tick_fmt="{:.0%}",
     )
-    return [c for c in (decode, acceptance, ttft) if c is not None]
+    recall = bar_chart(
+        "Recall accuracy per cell (answers equal to the workload's expected answer, of the requests answered)",
+        [(v.label, {"recall": (v.recall.accuracy, f"{v.recall.accuracy:.0%} ({v.recall.right}/{v.recall.requests})")})
+         for v in views if v.recall is not None],
+        ["recall"],
+        maximum=1.0,
+        tick_fmt="{:.0%}",
+    )
+    return [c for c in (decode, acceptance, ttft, recall) if c is not None]
 
 
 def build_report(store: Store, sweep_id: int) -> Report:
@@ -282,6 +311,7 @@ def build_report(store: Store, sweep_id: int) -> Report:
     samples = load_samples(store, run_ids)
     totals = metric_totals_for(store, run_ids)
     grades = latest_grades_for(store, [c.run_id for c in cells if c.run_id and c.result not in UNREMARKABLE])
+    recalls = recall_counts(store, run_ids)
     views = [
         _view(
             c,
@@ -289,6 +319,7 @@ def build_report(store: Store, sweep_id: int) -> Report:
             samples.get(c.run_id, RunSamples()) if c.run_id is not None else RunSamples(),
             totals.get(c.run_id, {}) if c.run_id is not None else {},
             grades.get(c.run_id) if c.run_id is not None else None,
+            recalls.get(c.run_id) if c.run_id is not None else None,
         )
         for c in cells
     ]

@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tarfile
 import tempfile
 import time
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from images.recipe import CPU_UNWANTED, find_links, pip_config, recipe_patches, requirements
 from vmatrix.errors import ImageBuildError
+from vmatrix.progress import IMAGE, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 
 REPOSITORY = "vmatrix/engine"
@@ -186,9 +188,23 @@ def client() -> Any:
         raise ImageBuildError(f"cannot reach the Docker daemon ({os.environ.get('DOCKER_HOST') or 'unix:///var/run/docker.sock'}): {exc}") from None
 
 
+# The classic builder's step headers: "Step 3/12 : RUN pip install ..."
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+
+
+def build_step(line: str) -> Step | None:
+    """The build step a line of the daemon's build stream starts; None for any other line."""
+    m = _STEP.match(line.strip())
+    if m is None:
+        return None
+    what = " ".join(m.group(3).split())
+    return Step(IMAGE, what if len(what) <= 60 else what[:59] + "…", int(m.group(1)), int(m.group(2)))
+
+
 def build_image(recipe: EngineRecipe, options: ImageOptions | None = None, log: Path | None = None,
-                force: bool = False, docker_client: Any = None) -> BuiltImage:
-    """Return the recipe's image, building it only if its tag is not there yet."""
+                force: bool = False, docker_client: Any = None, progress: StepReport | None = None) -> BuiltImage:
+    """Return the recipe's image, building it only if its tag is not there yet; ``progress``
+    hears each build step as the daemon starts it."""
     import docker
 
     t0 = time.monotonic()
@@ -219,6 +235,8 @@ def build_image(recipe: EngineRecipe, options: ImageOptions | None = None, log: 
                     text = chunk.get("stream") or chunk.get("status") or ""
                     if text:
                         lines.append(text)
+                        if progress is not None and (step := build_step(text)) is not None:
+                            progress(step)
                         if logf:
                             logf.write(text if text.endswith("\n") else text + "\n")
                             logf.flush()

@@ -285,6 +285,7 @@ async def replay(
     restart: Restart | None = None,
     control: ControlReference | None = None,
     end_tokens: frozenset[int] = frozenset(),
+    on_request: Callable[[int, int], None] | None = None,
 ) -> Transcript:
     """Run every phase in order; stop after a phase in which the engine went away, or
     (with ``control``) once ``control.abort_after`` requests diverged confidently.
@@ -300,6 +301,9 @@ async def replay(
     them no record knows where its answer ended (``answer_chars`` None), and every
     expectation grades wrong, in the cell and the control alike.
 
+    ``on_request(done, total)``: called as each request's answer is complete (the
+    caller's progress; it should return at once). None: nothing extra per request.
+
     Raises nothing for engine failures: failed requests carry ``error`` and the
     caller decides (with the process state) whether the engine crashed.
     """
@@ -310,6 +314,19 @@ async def replay(
     restarts = 0
     diverged = 0
     phases = list(workload.phases)
+    total = sum(len(requests) for _, requests in phases)
+    answered = 0
+
+    async def counted(request: Awaitable[RequestRecord]) -> RequestRecord:
+        nonlocal answered
+        rec = await request
+        answered += 1
+        assert on_request is not None
+        on_request(answered, total)
+        return rec
+
+    if on_request is not None:
+        on_request(0, total)
     # One client per engine life: connections to a stopped engine are dead.
     client = client_session(timeout_s)
     try:
@@ -321,10 +338,9 @@ async def replay(
             if on_phase:
                 on_phase(phase)
             before = await _safe_scrape(client, base_url)
-            records = await asyncio.gather(
-                *(send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs, workload.api,
-                       end_tokens) for r in requests)
-            )
+            sends = [send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs, workload.api,
+                          end_tokens) for r in requests]
+            records = await asyncio.gather(*(map(counted, sends) if on_request is not None else sends))
             for rec in records:
                 rec.restarts = restarts
             transcript.requests.extend(records)

@@ -154,13 +154,15 @@ def sweep_run(
     controls_only: ControlsOpt = False,
     runtime: Annotated[str | None, typer.Option(help="local or docker: overrides the matrix's `runtime:`.")] = None,
     retries: Annotated[int, typer.Option(help="Re-runs of a cell whose worker or node died.")] = 1,
+    progress: Annotated[bool, typer.Option(help="Show each long step as it goes: env/image and canary builds, "
+                                                "the engine's start phase (from its log), requests replayed. "
+                                                "Not on a terminal: one line per step.")] = True,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from db.queries import lookup_table, render_table
     from orchestrator.matrix import describe_knobs
     from orchestrator.scheduler import run_sweep
+    from orchestrator.sweep_view import SweepView
 
     plan = _plan(matrix, engine, controls_only)
     if runtime not in (None, "local", "docker"):
@@ -168,19 +170,10 @@ def sweep_run(
     store = open_store(db)
     sweep_id = store.create_sweep(plan.spec.name, str(matrix), matrix.read_text())
     labels = {c.id: f"{c.engine.label} [{describe_knobs(c.knobs)}]" for c in plan.cells}
-    columns = (SpinnerColumn(), TextColumn("{task.fields[cell]}"), TextColumn("{task.description}"),
-               BarColumn(bar_width=10), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        tasks = {cid: progress.add_task("queued", total=1, cell=f"{cid[:8]} {label}") for cid, label in labels.items()}
-
-        def listen(cell_id: str, phase: str) -> None:
-            done = phase.startswith(("graded", "skipped"))
-            progress.update(tasks[cell_id], description=phase, completed=1 if done else 0)
-            if done:
-                progress.stop_task(tasks[cell_id])
-
+    with SweepView(console, labels, lines=progress) as view:
         result = run_sweep(plan, store, sweep_id, runs_dir(), rerun=rerun, address=address, num_gpus=num_gpus,
-                           listener=listen, runtime=runtime, max_retries=retries)
+                           listener=view.phase, runtime=runtime, max_retries=retries,
+                           progress=view.step if progress else None)
     console.print(f"sweep {sweep_id}: ran {len(result.ran)} cells, skipped {len(result.skipped)} already recorded")
     axes = [name for name, values in plan.spec.axes if values is not None]
     console.print(render_table(lookup_table(store, ["engine"], axes or ["prefix_caching"], sweep_id=sweep_id), "text"))
@@ -203,12 +196,16 @@ def canary_build(
 
     from orchestrator.canary import SHIPPED, ensure_canary, shipped_dir, shipped_files
     from orchestrator.runtimes.local import ensure_env
+    from vmatrix.progress import Step, Throttle
     from vmatrix.recipe import EngineRecipe
 
     recipe = EngineRecipe(vllm=vllm)
     bars = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                     TextColumn("{task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(), console=console)
     tasks: dict[str, int] = {}
+    # Not on a terminal (CI, a pipe): a line per stage and about every tenth of it, no bars.
+    lines = not console.is_terminal
+    printed: dict[str, int] = {}
 
     def step(record: dict) -> None:
         what = str(record.get("what", "train"))
@@ -216,8 +213,24 @@ def canary_build(
             tasks[what] = bars.add_task(f"{name}: {what}", total=record.get("steps"), loss="")
         loss = f"loss {record['loss']:.3f}" if "loss" in record else ""
         bars.update(tasks[what], completed=record.get("step", 0), loss=loss)
+        if lines:
+            done, total = int(record.get("step", 0)), int(record.get("steps") or 0)
+            tenth = done * 10 // total if total else 0
+            if printed.get(what) != tenth:
+                printed[what] = tenth
+                console.print(f"{name}: {what} {done}/{total or '?'} {loss}".rstrip(), highlight=False)
 
-    interpreter = python or ensure_env(recipe, runs_dir() / f"env-{recipe.env_id}.log").python
+    interpreter = python
+    if interpreter is None:
+        # Rich's status draws nothing when not on a terminal: the steps are lines there.
+        with console.status(f"{recipe.label}: engine venv") as status:
+            def env_step(s: Step) -> None:
+                if lines:
+                    console.print(f"{recipe.label}: {s.line()}", highlight=False, markup=False)
+                else:
+                    status.update(f"{recipe.label}: {s.line()}")
+
+            interpreter = ensure_env(recipe, runs_dir() / f"env-{recipe.env_id}.log", Throttle(env_step)).python
     with bars:
         out = ensure_canary(name, interpreter, log=runs_dir() / "canary-build.log", train=train, progress=step,
                             device=device)

@@ -35,6 +35,7 @@ def build(
 ) -> None:
     """Build (or find) the engine image of every engine in MATRIX."""
     from images.build import build_image, render
+    from vmatrix.progress import Step
 
     recipes, options = _recipes_and_options(matrix)
     for recipe in recipes:
@@ -45,8 +46,15 @@ def build(
             continue
         log = runs_dir() / f"image-{recipe.env_id}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        with console.status(f"{recipe.label}: building (log {log})"):
-            image = build_image(recipe, options, log=log, force=force)
+        with console.status(f"{recipe.label}: building (log {log})") as status:
+            def step(s: Step, label: str = recipe.label) -> None:
+                # Rich's status draws nothing when not on a terminal (CI, a pipe): a line per step there.
+                if console.is_terminal:
+                    status.update(f"{label}: {s.line()}")
+                else:
+                    console.print(f"{label}: {s.line()}", highlight=False, markup=False)
+
+            image = build_image(recipe, options, log=log, force=force, progress=step)
         what = "built" if image.built else "exists"
         console.print(f"{recipe.label}: {image.tag} ({what}, {image.seconds:.1f} s)", highlight=False)
 

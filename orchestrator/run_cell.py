@@ -33,9 +33,11 @@ from orchestrator.runtimes import EngineStart, Runtime
 from orchestrator.runtimes.affinity import engine_cpus
 from orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, Engine, free_port
 from orchestrator.runtimes.local import EngineProcess, LocalRuntime
+from orchestrator.runtimes.phases import LogFollower
 from orchestrator.spec import Timeouts, WorkloadSpec
 from vmatrix.cells import Cell, RunOutcome
 from vmatrix.errors import BuildError
+from vmatrix.progress import REPLAY, Step, StepReport
 from vmatrix.records import ControlReference
 
 Report = Callable[[str, str], None]  # (cell_id, phase)
@@ -52,13 +54,13 @@ def _gpu_ids(cell: Cell) -> list[str]:
 
 
 def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_ids: list[str],
-            run_dir: Path) -> tuple[Engine, dict, lmcache.LMCacheSetup | None]:
+            run_dir: Path, progress: StepReport | None) -> tuple[Engine, dict, lmcache.LMCacheSetup | None]:
     """The runtime's engine environment (built if needed), an engine for the cell in it
     (not started yet), and the cell's LMCache setup. Raises BuildError."""
     env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
     if runtime.owner:
         env_vars[OWNER_ENV] = runtime.owner
-    env = runtime.environment(cell.engine, log_dir)
+    env = runtime.environment(cell.engine, log_dir, progress)
     start = EngineStart(cell=cell, env=env_vars, port=free_port(),
                         cpus=tuple(engine_cpus(gpu_ids)) if cell.engine.accelerator == "cuda" else (),
                         gpu_ids=gpu_ids, log_path=engine_log, run_dir=run_dir)
@@ -66,11 +68,41 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
     return engine, env.fingerprint, lmc
 
 
+def _count_requests(progress: StepReport | None) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+    return lambda done, total: progress(Step(REPLAY, "requests answered", done, total))
+
+
+def _ready(state: str, watch: Callable[[], None] | None) -> str:
+    # The log lines written between the last poll and the health check's answer
+    # ("Application startup complete") are read once more: the start's last phase.
+    if watch is not None:
+        watch()
+    return state
+
+
+def _watch_start(engine: Engine, progress: StepReport | None) -> Callable[[], None] | None:
+    """What the health wait calls between polls: the start phase the engine's log shows now."""
+    if progress is None:
+        return None
+    follower = LogFollower.from_end(engine.log_path)
+
+    def poll() -> None:
+        for phase in follower.poll():
+            progress(phase)
+
+    return poll
+
+
 def run_cell(
     cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | None = None,
     control: ControlReference | None = None, runtime: Runtime | None = None,
+    progress: StepReport | None = None,
 ) -> RunOutcome:
-    """``control``: the control's tokens, for early abort (grading.abort_after); None: replay all."""
+    """``control``: the control's tokens, for early abort (grading.abort_after); None: replay all.
+    ``progress``: hears the long steps as they go (env or image build, the engine's start
+    phases, requests replayed); None (the default) adds no work to any of them."""
     runtime = runtime or LocalRuntime()
     say = (lambda phase: report(cell.id, phase)) if report else (lambda phase: None)
     started = time.time()
@@ -94,7 +126,7 @@ def run_cell(
     t = time.monotonic()
     try:
         engine, outcome.fingerprint, lmc = _engine(cell, runtime, log_dir, engine_log, gpu_ids,
-                                                   log_dir / f"{cell.id}-{stamp}")
+                                                   log_dir / f"{cell.id}-{stamp}", progress)
     except BuildError as exc:
         return finish(status="startup_failed", signature=str(exc), message=str(exc))
     timings["env_s"] = time.monotonic() - t
@@ -122,8 +154,9 @@ def run_cell(
             if closed:
                 return "exited"
             engine.stop()
+            watch = _watch_start(engine, progress)
             engine.start()
-        return engine.wait_ready(timeouts.startup_s, companions)
+        return _ready(engine.wait_ready(timeouts.startup_s, companions, watch), watch)
 
     async def restart(phase: str) -> bool:
         say(f"restarting engine after {phase}")
@@ -148,8 +181,9 @@ def run_cell(
 
         say("starting engine")
         t = time.monotonic()
+        watch = _watch_start(engine, progress)
         engine.start()
-        state = engine.wait_ready(timeouts.startup_s, companions)
+        state = _ready(engine.wait_ready(timeouts.startup_s, companions, watch), watch)
         timings["startup_s"] = time.monotonic() - t
         if state == "companion_exited":
             return finish(status="startup_failed", signature=server_crash(),
@@ -169,7 +203,8 @@ def run_cell(
             transcript = asyncio.run(
                 asyncio.wait_for(replay(engine.base_url, SERVED_NAME, workload,
                                         on_phase=lambda p: say(f"replaying {p}"), restart=restart, control=control,
-                                        end_tokens=model_end_tokens(cell.model.path)),
+                                        end_tokens=model_end_tokens(cell.model.path),
+                                        on_request=_count_requests(progress)),
                                  budget)
             )
         except TimeoutError:

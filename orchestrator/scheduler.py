@@ -41,6 +41,7 @@ from orchestrator.runtimes.local import ensure_env, reap_orphans
 from orchestrator.spec import Grading, Timeouts
 from vmatrix.cells import STATUSES, Cell, RunOutcome
 from vmatrix.errors import SweepError
+from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle
 from vmatrix.records import ControlReference, Transcript
 
 FINAL = STATUSES  # every recorded status is final: a cell that has one is not run again
@@ -48,15 +49,20 @@ FINAL = STATUSES  # every recorded status is final: a cell that has one is not r
 
 @ray.remote
 class _Board:
-    """Phase reports from tasks to the driver (tasks cannot touch the driver's UI)."""
+    """Phase reports, and with progress on the steps' progress, from tasks to the driver
+    (tasks cannot touch the driver's UI; they may run on other nodes).
+
+    Tasks send fire-and-forget calls (thinned at the source, vmatrix.progress.Throttle);
+    the driver drains them in its wait loop, every 0.5 s, in the order they came.
+    """
 
     def __init__(self) -> None:
-        self.events: list[tuple[str, str, float]] = []
+        self.events: list[tuple[str, str | Step, float]] = []
 
-    def report(self, cell_id: str, phase: str) -> None:
+    def report(self, cell_id: str, phase: str | Step) -> None:
         self.events.append((cell_id, phase, time.time()))
 
-    def drain(self) -> list[tuple[str, str, float]]:
+    def drain(self) -> list[tuple[str, str | Step, float]]:
         events, self.events = self.events, []
         return events
 
@@ -66,14 +72,15 @@ ATTEMPT = "attempt on "  # phase prefix: a task (re)started on a node
 
 def _task(
     cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHandle, runtime: Runtime,
-    control: ControlReference | None = None,
+    control: ControlReference | None = None, progress: bool = False,
 ) -> RunOutcome:
     # Ray re-runs the task when its node or worker dies; each start is reported, so
     # the driver can record that a cell was retried and where.
     node = ray.get_runtime_context().get_node_id()
     board.report.remote(cell.id, f"{ATTEMPT}{socket.gethostname()} {node}")
+    steps = Throttle(lambda step: board.report.remote(cell.id, step)) if progress else None
     return run_cell(cell, Path(log_dir), timeouts, report=lambda cid, phase: board.report.remote(cid, phase),
-                    control=control, runtime=runtime)
+                    control=control, runtime=runtime, progress=steps)
 
 
 def control_reference(
@@ -149,9 +156,19 @@ class SweepResult:
 
 
 Listener = Callable[[str, str], None]  # (cell_id, phase or final verdict)
+# (cell_id, step) as a long step goes; cell_id "" for the sweep's own setup (the canary).
+ProgressListener = Callable[[str, Step], None]
 
 
-def prepare_model(plan: Plan, log_dir: Path) -> None:
+def canary_step(record: dict) -> Step:
+    """A canary builder's progress record (images/canary/build_canary.py) as a step."""
+    what = str(record.get("what", "train"))
+    loss = f", loss {record['loss']:.3f}" if isinstance(record.get("loss"), (int, float)) else ""
+    steps = record.get("steps")
+    return Step(CANARY, f"{what}{loss}", int(record.get("step", 0)), int(steps) if steps else None)
+
+
+def prepare_model(plan: Plan, log_dir: Path, progress: StepReport | None = None) -> None:
     """Build the canary (if the matrix uses one) with the first buildable engine venv."""
     if plan.spec.model.canary is None or (canary_dir(plan.spec.model.canary) / "config.json").is_file():
         return
@@ -159,12 +176,13 @@ def prepare_model(plan: Plan, log_dir: Path) -> None:
     # Prefer a stock engine's venv: a patch set may break the builder's imports.
     for cell in sorted(plan.cells, key=lambda c: c.engine.patches is not None):
         try:
-            env = ensure_env(cell.engine, log_dir / f"env-{cell.engine.env_id}.log")
+            env = ensure_env(cell.engine, log_dir / f"env-{cell.engine.env_id}.log", progress)
         except Exception as exc:  # noqa: BLE001 - try the next recipe, report all at the end
             errors.append(str(exc))
             continue
         try:
-            ensure_canary(plan.spec.model.canary, env.python, log=log_dir / "canary-build.log")
+            ensure_canary(plan.spec.model.canary, env.python, log=log_dir / "canary-build.log",
+                          progress=(lambda record: progress(canary_step(record))) if progress else None)
         except CanaryError as exc:
             raise SweepError(str(exc)) from exc
         return
@@ -183,12 +201,15 @@ def run_sweep(
     listener: Listener | None = None,
     runtime: str | None = None,
     max_retries: int = 1,
+    progress: ProgressListener | None = None,
 ) -> SweepResult:
     """Run the plan's cells that have no final result (all of them with ``rerun``).
 
     ``runtime`` overrides the matrix's ``runtime:``; ``max_retries``: how often Ray
     re-runs a cell whose worker or node died (not one whose engine failed: that is a
-    result).
+    result). ``progress`` hears the long steps of the setup and of each cell (env or image
+    build, canary build, engine start phases, requests replayed); None: the tasks
+    report no steps, and do none of the work of watching them.
     """
     say = listener or (lambda cell_id, phase: None)
     result = SweepResult(sweep_id)
@@ -246,7 +267,7 @@ def run_sweep(
     rt = runtime_named(runtime or plan.spec.runtime, images=plan.spec.images, sweep=str(sweep_id), owner=owner_id())
     reap_orphans()  # engines left by an orchestrator that was killed
     rt.reap()  # and the runtime's own (containers)
-    prepare_model(plan, log_dir)
+    prepare_model(plan, log_dir, Throttle(lambda step: progress(SETUP, step)) if progress else None)
     if not ray.is_initialized():
         if address:
             ray.init(address=address, log_to_driver=False)
@@ -267,7 +288,7 @@ def run_sweep(
         ref = task.options(
             num_cpus=cell.resources.get("cpus", 1), num_gpus=cell.resources.get("gpus", 0),
             max_retries=max_retries, retry_exceptions=False, name=f"cell-{cell.id}",
-        ).remote(cell, str(log_dir), plan.spec.timeouts, board, rt, control)
+        ).remote(cell, str(log_dir), plan.spec.timeouts, board, rt, control, progress is not None)
         pending[ref] = cell
         return ref
 
@@ -299,6 +320,10 @@ def run_sweep(
             next_node_check = time.monotonic() + 5
             _remove_lost_engines(rt, attempts, {c.id for c in pending.values()}, cleared, say)
         for cell_id, phase, t_event in ray.get(board.drain.remote()):
+            if isinstance(phase, Step):
+                if progress is not None:
+                    progress(cell_id, phase)
+                continue
             if phase.startswith(ATTEMPT):
                 host, _, node = phase.removeprefix(ATTEMPT).partition(" ")
                 attempts.setdefault(cell_id, []).append({"host": host, "ray_node": node, "at": t_event})

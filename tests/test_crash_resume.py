@@ -19,6 +19,7 @@ a minute, so about 4 minutes.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -149,6 +150,11 @@ def test_kill_9_mid_sweep_then_resume(tmp_path: Path) -> None:
     assert len(_runs(db)) == 1
     assert second.wait(900) == 0, (tmp_path / "second.log").read_text()[-3000:]
     resumed_s = time.monotonic() - killed_at
+    # Piped, `sweep run` shows its progress as lines (no escape codes): the engine's start
+    # phases read from its log in the task, and the replay's count, from start to end.
+    shown = (tmp_path / "second.log").read_text()
+    assert "\x1b[" not in shown and " engine: loading weights" in shown, shown[-3000:]
+    assert re.search(r" replay: requests answered (\d+)/\1\n", shown), shown[-3000:]
 
     engine = create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:

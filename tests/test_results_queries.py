@@ -42,11 +42,13 @@ from db.compare import (
 )
 from db.export import ExportError, export_rows, export_runs
 from db.queries import cell_results, diff_sweeps
-from db.report import build_report, nice_ticks, render_report
+from db.reads import RecallCount, recall_counts
+from db.report import bar_chart, build_report, nice_ticks, render_report
 from db.store import Store
 from orchestrator.cli_results import report, results_extra
 from orchestrator.spec import Knobs
 from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
+from vmatrix.expect import Expectation
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import RequestRecord, Transcript
 
@@ -591,7 +593,8 @@ def test_report_content(store: Store) -> None:
     assert rep.heatmap.cols == ["prefix_caching=off, speculative=off", "prefix_caching=off, speculative=mtp k=2",
                                 "prefix_caching=on, speculative=off", "prefix_caching=on, speculative=mtp k=2"]
     assert rep.counts == {"control": 2, "clean": 4, "corrupt": 1, "crashed": 1}
-    assert [c.title.split(" (")[0] for c in rep.charts] == ["Decode speed by prompt type",
+    # No recall plot: these synthetic requests carry no expected answer (a value not there is not a 0).
+    assert [c.title.split(" (")[0] for c in rep.charts] == ["Decode tokens/s per cell",
                                                              "Draft acceptance per position", "TTFT cold vs hot"]
     assert [s for s, _ in rep.charts[0].legend] == ["turn", "switch"]
     assert [s for s, _ in rep.charts[1].legend] == ["position 0", "position 1"]
@@ -604,6 +607,36 @@ def test_report_content(store: Store) -> None:
     assert parser.external == [] and "script" not in parser.tags and "svg" in parser.tags
     assert "&#39;function&#39; object is not subscriptable" in html  # recorded text is escaped
     assert "&#34;control_margin&#34;: 2.1" in html and f"/logs/{cells['0.31.0 prefix'].id}.log" in html
+
+
+def test_recall_per_cell_is_graded_from_the_recorded_answers(store: Store) -> None:
+    """recall_counts grades each stored answer (text up to answer_chars) against its stored
+    expectation: right, wrong, unfinished (no end token: wrong), failed (left out); a run
+    without expectations has no recall, and the report plots it nowhere."""
+    sweep = store.create_sweep("recall", "r.yaml", "")
+    control = make_cell(NEW)
+    cell = make_cell(NEW, control, prefix_caching=True)
+    store.add_cell(sweep, control)
+    store.add_cell(sweep, cell)
+    requests = synthetic_requests()[:4]
+    for rec, text, chars in zip(requests, ["x = 1 tail", "x = 2 tail", "x = 1 and on", "x = 1"], [5, 5, None, 5]):
+        rec.expect, rec.text, rec.answer_chars = Expectation.exact("x = 1"), text, chars
+    requests[3].error = "HTTP 500"
+    with_truth = record(store, sweep, cell, Grade("clean", "-"), requests=requests)
+    without = record(store, sweep, control, Grade("control", "-"))
+    counts = recall_counts(store, [with_truth, without, 999])
+    assert counts == {with_truth: RecallCount(right=1, requests=3)}
+    rep = build_report(store, sweep)
+    (chart,) = [c for c in rep.charts if c.title.startswith("Recall")]
+    assert [g.title for g in chart.groups] == [v.label for v in rep.cells if v.cell.run_id == with_truth]
+    assert [b.text for g in chart.groups for b in g.bars] == ["33% (1/3)"]
+
+
+def test_a_missing_value_draws_no_bar() -> None:
+    chart = bar_chart("t", [("a", {"cold": 1.0, "hot": None}), ("b", {"cold": None, "hot": None})], ["cold", "hot"])
+    assert chart is not None and [g.label for g in chart.groups] == ["a"]
+    assert [b.series for b in chart.groups[0].bars] == ["cold"]
+    assert bar_chart("t", [("b", {"cold": None})], ["cold"]) is None
 
 
 def test_nice_ticks() -> None:

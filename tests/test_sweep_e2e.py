@@ -36,6 +36,7 @@ from orchestrator.paths import cache_dir
 from orchestrator.runtimes.engine import CELL_ENV
 from orchestrator.scheduler import run_sweep
 from orchestrator.spec import parse_spec
+from vmatrix.progress import ENGINE, REPLAY, Step
 
 pytestmark = pytest.mark.engine
 SHIPPED_PATCHES = patches_dir()
@@ -103,9 +104,12 @@ def sweep(tmp_path_factory: pytest.TempPathFactory):
     mp.setenv("VMATRIX_PATCHES_DIR", str(tmp / "patches"))
     plan = expand(parse_spec(MATRIX, "e2e.yaml"), "e2e.yaml")
     store = Store.open(tmp / "results.db")
-    first = run_sweep(plan, store, store.create_sweep("e2e", "e2e.yaml", MATRIX), tmp / "logs", num_gpus=2)
+    steps: list[tuple[str, Step]] = []
+    first = run_sweep(plan, store, store.create_sweep("e2e", "e2e.yaml", MATRIX), tmp / "logs", num_gpus=2,
+                      progress=lambda cell_id, step: steps.append((cell_id, step)))
     envs_before = sorted(p.name for p in (cache_dir() / "envs").iterdir())
     second = run_sweep(plan, store, store.create_sweep("e2e", "e2e.yaml", MATRIX), tmp / "logs", num_gpus=2)
+    first.steps = steps  # type: ignore[attr-defined]
     yield plan, store, first, second, envs_before
     ray.shutdown()
     mp.undo()
@@ -212,6 +216,22 @@ def test_second_sweep_skips_everything_and_builds_nothing(sweep) -> None:
     assert runs == len(plan.cells) + len(first.repeats), "nothing duplicated"
     # The second sweep measured its noise floor from the recorded runs, running nothing.
     assert store.noise_floor(second.sweep_id, plan.controls[0].id) is not None
+
+
+def test_progress_came_back_from_the_tasks(sweep) -> None:
+    """The first sweep ran with progress on: each engine's start phases (read from its log
+    in the Ray task) and its replay's count reached the driver through the board."""
+    plan, store, first, _, _ = sweep
+    steps = first.steps
+    control = plan.controls[0].id
+    phases = [s.detail for cid, s in steps if cid == control and s.step == ENGINE]
+    assert "loading weights" in phases and phases[-1] == "API up, waiting for /health", phases
+    requests = len(store.requests_for(store.latest_run(control).id))
+    counts = [(s.done, s.total) for cid, s in steps if cid == control and s.step == REPLAY]
+    assert counts[0] == (0, requests) and counts[-1] == (requests, requests), counts
+    # The cell whose engine refuses its flag shows its start, never a replay.
+    refused = next(c.id for c in plan.cells if c.knobs["extra_args"])
+    assert not [s for cid, s in steps if cid == refused and s.step == REPLAY]
 
 
 def test_no_engine_is_left_running(sweep) -> None:

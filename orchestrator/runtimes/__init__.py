@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.lmcache import LMCacheSetup
     from orchestrator.runtimes.engine import Engine, EngineEnvironment
     from vmatrix.cells import Cell
+    from vmatrix.progress import StepReport
     from vmatrix.recipe import EngineRecipe
 
 RUNTIME_NAMES = ("local", "docker")
@@ -46,9 +47,9 @@ class Runtime(Protocol):
     building: str  # the phase shown while the environment is built
     owner: str  # host/pidns:pid of the sweep's driver, or "": what the reaper judges engines by
 
-    def environment(self, recipe: EngineRecipe, log_dir: Path) -> EngineEnvironment:
+    def environment(self, recipe: EngineRecipe, log_dir: Path, progress: StepReport | None = None) -> EngineEnvironment:
         """The recipe's engine environment, built first if absent (its build log in
-        ``log_dir``); raises BuildError."""
+        ``log_dir``; its steps to ``progress``); raises BuildError."""
         ...
 
     def reap(self) -> list[str]:

@@ -14,11 +14,12 @@ import contextlib
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from images.build import BuiltImage, ImageOptions, build_image, client, image_packages
 from images.recipe import recipe_patches
@@ -28,6 +29,7 @@ from orchestrator.runtimes.affinity import format_cpulist
 from orchestrator.runtimes.engine import EngineEnvironment, owner_gone, owner_id, wait_healthy
 from orchestrator.runtimes.signature import error_signature
 from vmatrix.errors import EnvBuildError, ImageBuildError
+from vmatrix.progress import IMAGE, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 
 if TYPE_CHECKING:
@@ -48,17 +50,25 @@ class EngineImage:
     built: bool
 
 
-def ensure_image(recipe: EngineRecipe, options: ImageOptions | None, log: Path) -> EngineImage:
-    """The recipe's image, built first if the daemon lacks it.
+def ensure_image(recipe: EngineRecipe, options: ImageOptions | None, log: Path,
+                 progress: StepReport | None = None) -> EngineImage:
+    """The recipe's image, built first if the daemon lacks it (its build steps to ``progress``).
 
     A file lock per recipe makes the cells of one recipe wait for one build instead
     of each sending the same context to the daemon.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
-    lock = cache_dir() / "images" / f"{recipe.env_id}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(lock)):
-        image: BuiltImage = build_image(recipe, options, log=log)
+    path = cache_dir() / "images" / f"{recipe.env_id}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    if progress is not None:
+        try:  # only to say so: the wait itself is the `with` below
+            lock.acquire(timeout=0)
+            lock.release()
+        except Timeout:
+            progress(Step(IMAGE, f"waiting for another build of {recipe.label}"))
+    with lock:
+        image: BuiltImage = build_image(recipe, options, log=log, progress=progress)
         packages = image_packages(image.tag)
     patches = [
         {"file": name, "sha256": hashlib.sha256(f.read_bytes()).hexdigest(), **({"note": note} if note else {})}
@@ -206,9 +216,10 @@ class EngineContainer:
     def alive(self) -> bool:
         return self.container is not None and self._refresh() in ("created", "running", "restarting")
 
-    def wait_ready(self, timeout_s: float, companions: tuple[Any, ...] = ()) -> str:
+    def wait_ready(self, timeout_s: float, companions: tuple[Any, ...] = (),
+                   on_poll: Callable[[], None] | None = None) -> str:
         """'ready', 'exited', 'companion_exited' (a sidecar it needs died) or 'timeout'."""
-        state = wait_healthy(f"{self.base_url}/health", self.alive, companions, timeout_s)
+        state = wait_healthy(f"{self.base_url}/health", self.alive, companions, timeout_s, on_poll)
         if state == "exited":
             self._drain()  # the container's last log lines carry its signature
         return state
@@ -250,9 +261,9 @@ class DockerRuntime:
     name: ClassVar[str] = "docker"
     building: ClassVar[str] = "building image"
 
-    def environment(self, recipe: EngineRecipe, log_dir: Path) -> EngineImage:
+    def environment(self, recipe: EngineRecipe, log_dir: Path, progress: StepReport | None = None) -> EngineImage:
         reap_containers()  # containers of a killed attempt of this (or any) cell on this host
-        return ensure_image(recipe, self.images, log_dir / f"image-{recipe.env_id}.log")
+        return ensure_image(recipe, self.images, log_dir / f"image-{recipe.env_id}.log", progress)
 
     def reap(self) -> list[str]:
         return reap_containers()

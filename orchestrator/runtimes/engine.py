@@ -36,7 +36,8 @@ class Engine(Protocol):
     def returncode(self) -> int | None: ...
     def start(self) -> None: ...
     def alive(self) -> bool: ...
-    def wait_ready(self, timeout_s: float, companions: tuple[Any, ...] = ()) -> str: ...
+    def wait_ready(self, timeout_s: float, companions: tuple[Any, ...] = (),
+                   on_poll: Callable[[], None] | None = None) -> str: ...
     def stop(self, grace_s: float = 15) -> None: ...
     def signature(self) -> str | None: ...
 
@@ -82,12 +83,16 @@ def owner_gone(owner: str) -> bool:
     return not Path(f"/proc/{pid}").exists()
 
 
-def wait_healthy(url: str, alive: Callable[[], bool], companions: tuple[Any, ...], timeout_s: float) -> str:
+def wait_healthy(url: str, alive: Callable[[], bool], companions: tuple[Any, ...], timeout_s: float,
+                 on_poll: Callable[[], None] | None = None) -> str:
     """Poll ``url`` until it answers 200: 'ready', 'exited' (``alive()`` went false),
-    'companion_exited' (a sidecar it needs died) or 'timeout'. Shared by every runtime's engine."""
+    'companion_exited' (a sidecar it needs died) or 'timeout'. Shared by every runtime's engine.
+    ``on_poll`` runs before each poll (every 0.5 s): the start's progress (runtimes/phases.py)."""
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=5) as client:
         while time.monotonic() < deadline:
+            if on_poll is not None:
+                on_poll()
             if not alive():
                 return "exited"
             if not all(c.alive() for c in companions):

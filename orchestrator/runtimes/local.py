@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from images.recipe import (
     CPU_UNWANTED,
@@ -40,6 +40,7 @@ from orchestrator.runtimes.affinity import format_cpulist
 from orchestrator.runtimes.engine import OWNER_ENV, EngineEnvironment, free_port, owner_gone, owner_id, wait_healthy
 from orchestrator.runtimes.signature import error_signature
 from vmatrix.errors import EnvBuildError
+from vmatrix.progress import ENV, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 
 if TYPE_CHECKING:
@@ -65,12 +66,46 @@ def _uv() -> str | None:
         return shutil.which("uv")
 
 
-def _run(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], log: Path, env: dict[str, str] | None = None,
+         on_line: Callable[[str], None] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a build step, its output appended to ``log``; with ``on_line`` each output line
+    also goes there as it comes (the build's progress), else the output is not read here."""
     with log.open("a") as fh:
         fh.write(f"$ {' '.join(argv)}\n")
         fh.flush()
-        proc = subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT, text=True, env=env)
-    return proc
+        if on_line is None:
+            return subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT, text=True, env=env)
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                fh.write(line)
+                on_line(line.strip())
+        return subprocess.CompletedProcess(argv, proc.returncode)
+
+
+# uv's summary lines, worth a person's eye while an env builds ("Resolved 151 packages in
+# 1.2s", "Downloading torch (191.9MiB)": uv names only the large downloads).
+_UV_NEWS = ("Using ", "Resolved ", "Downloading ", "Prepared ", "Installed ", "Uninstalled ")
+
+
+class _EnvSteps:
+    """An env build's progress: the build step k of n, with uv's newest summary line."""
+
+    def __init__(self, progress: StepReport | None, total: int) -> None:
+        self.progress, self.total, self.done, self.what = progress, total, 0, ""
+
+    def next(self, what: str) -> Callable[[str], None] | None:
+        self.done, self.what = self.done + 1, what
+        self.say(what)
+        return self.line if self.progress else None
+
+    def line(self, text: str) -> None:
+        if text.startswith(_UV_NEWS):
+            self.say(f"{self.what}: {text}")
+
+    def say(self, detail: str) -> None:
+        if self.progress is not None:
+            self.progress(Step(ENV, detail, self.done, self.total))
 
 
 def _site_packages(root: Path) -> Path:
@@ -90,7 +125,7 @@ def _join_parts(folder: Path) -> None:
         tmp.rename(whole)
 
 
-def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path) -> None:
+def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path, steps_of: _EnvSteps) -> None:
     """Offline install: every wheel of the staged folder, no index, no resolver.
 
     The folder was staged against the host's package list, so the set is complete
@@ -111,13 +146,13 @@ def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path) -
         steps = [[sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(root)],
                  [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                   "--no-compile", "--disable-pip-version-check", *wheels]]
-    if _run(steps[0], log, env).returncode != 0:
+    if _run(steps[0], log, env, steps_of.next("creating the venv")).returncode != 0:
         raise EnvBuildError(f"creating the venv for the staged wheels of {folder} failed (see {log})")
     if sys.prefix != sys.base_prefix:
         # Run from a venv (the host's torch often lives in one): --system-site-packages
         # reaches the base interpreter only, so point at this venv's packages too.
         (_site_packages(root) / "_vmatrix_host.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    if _run(steps[1], log, env).returncode != 0:
+    if _run(steps[1], log, env, steps_of.next(f"installing {len(wheels)} staged wheels")).returncode != 0:
         raise EnvBuildError(f"installing the staged wheels of {folder} failed (see {log})")
 
 
@@ -137,10 +172,10 @@ def _check_wheel(recipe: EngineRecipe) -> dict[str, str] | None:
     return {"location": recipe.wheel, "sha256": h.hexdigest()}
 
 
-def _install(root: Path, recipe: EngineRecipe, log: Path) -> None:
+def _install(root: Path, recipe: EngineRecipe, log: Path, steps_of: _EnvSteps) -> None:
     staged = staged_wheels(recipe)
     if staged is not None:
-        _install_staged(root, recipe, staged, log)
+        _install_staged(root, recipe, staged, log, steps_of)
         return
     reqs = requirements(recipe)
     links = [a for link in find_links() for a in ("--find-links", link)]
@@ -165,8 +200,9 @@ def _install(root: Path, recipe: EngineRecipe, log: Path) -> None:
         steps = [[sys.executable, "-m", "venv", str(root)], [*pip, "install", *links, *reqs]]
         if recipe.accelerator == "cpu":
             steps.append([*pip, "uninstall", "-y", *CPU_UNWANTED])
-    for argv in steps:
-        if _run(argv, log, env).returncode != 0 and "uninstall" not in argv:
+    what = ["creating the venv", f"installing {' '.join(reqs)}", f"removing {', '.join(CPU_UNWANTED)}"]
+    for argv, name in zip(steps, what, strict=False):
+        if _run(argv, log, env, steps_of.next(name)).returncode != 0 and "uninstall" not in argv:
             raise EnvBuildError(f"installing {' '.join(reqs)} failed (see {log})")
 
 
@@ -223,17 +259,25 @@ def env_ready(recipe: EngineRecipe) -> bool:
     return marker.is_file() and "error" not in json.loads(marker.read_text())
 
 
-def ensure_env(recipe: EngineRecipe, log: Path) -> EngineEnv:
+def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = None) -> EngineEnv:
     """Return the recipe's venv, building it first if the cache lacks it.
 
     A build that fails (install error, patch that does not apply) is remembered in
     the marker, so the other cells of the same recipe fail fast with the same
-    message instead of rebuilding.
+    message instead of rebuilding. ``progress`` hears the build's steps (nothing for a
+    cached venv).
     """
     root = env_root(recipe)
     root.parent.mkdir(parents=True, exist_ok=True)
     marker = root / _MARKER
-    with FileLock(str(root) + ".lock"):
+    lock = FileLock(str(root) + ".lock")
+    if progress is not None and not marker.is_file():
+        try:  # only to say so: the wait itself is the `with` below
+            lock.acquire(timeout=0)
+            lock.release()
+        except Timeout:
+            progress(Step(ENV, f"waiting for another build of {recipe.label}"))
+    with lock:
         if marker.is_file():
             state = json.loads(marker.read_text())
             if state.get("error"):
@@ -241,9 +285,14 @@ def ensure_env(recipe: EngineRecipe, log: Path) -> EngineEnv:
             return EngineEnv(root, root / "bin" / "python", state["fingerprint"], built=False)
         shutil.rmtree(root, ignore_errors=True)
         log.parent.mkdir(parents=True, exist_ok=True)
+        # venv, install (+ uninstall on cpu), patches; staged wheels: venv, install.
+        installs = 3 if staged_wheels(recipe) is None and recipe.accelerator == "cpu" else 2
+        steps_of = _EnvSteps(progress, installs + bool(recipe.patches))
         try:
             wheel = _check_wheel(recipe)
-            _install(root, recipe, log)
+            _install(root, recipe, log, steps_of)
+            if recipe.patches:
+                steps_of.next("applying patches")
             patches = _apply_patches(root, recipe, log)
         except EnvBuildError as exc:
             if root.exists():
@@ -382,9 +431,10 @@ class EngineProcess:
     def returncode(self) -> int | None:
         return self.proc.returncode if self.proc else None
 
-    def wait_ready(self, timeout_s: float, companions: tuple[EngineProcess, ...] = ()) -> str:
+    def wait_ready(self, timeout_s: float, companions: tuple[EngineProcess, ...] = (),
+                   on_poll: Callable[[], None] | None = None) -> str:
         """'ready', 'exited', 'companion_exited' (a sidecar it needs died) or 'timeout'."""
-        return wait_healthy(f"{self.base_url}{self.health_path}", self.alive, companions, timeout_s)
+        return wait_healthy(f"{self.base_url}{self.health_path}", self.alive, companions, timeout_s, on_poll)
 
     def stop(self, grace_s: float = 15) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -426,8 +476,8 @@ class LocalRuntime:
     name: ClassVar[str] = "local"
     building: ClassVar[str] = "building env"
 
-    def environment(self, recipe: EngineRecipe, log_dir: Path) -> EngineEnv:
-        return ensure_env(recipe, log_dir / f"env-{recipe.env_id}.log")
+    def environment(self, recipe: EngineRecipe, log_dir: Path, progress: StepReport | None = None) -> EngineEnv:
+        return ensure_env(recipe, log_dir / f"env-{recipe.env_id}.log", progress)
 
     def reap(self) -> list[str]:
         return [str(pid) for pid in reap_orphans()]
