@@ -42,6 +42,18 @@ from vmatrix.records import ControlReference
 
 Report = Callable[[str, str], None]  # (cell_id, phase)
 
+# vLLM picks its internal ports (torch.distributed's TCP store, ZMQ) by binding port 0,
+# closing the socket, and binding the number again seconds later; on a host where other
+# engines start and installers open connections, that number can be taken in between
+# (seen: a control of examples/field-notes.yaml died so, 2026-12-02). The engine then
+# exits before serving, which would be recorded as the stack refusing to start.
+_PORT_RACE = ("eaddrinuse", "address already in use")
+
+
+def port_race(signature: str | None) -> bool:
+    """True if an engine's startup failure is a port taken from under it (worth one more start)."""
+    return signature is not None and any(mark in signature.lower() for mark in _PORT_RACE)
+
 
 def _gpu_ids(cell: Cell) -> list[str]:
     if not cell.resources.get("gpus"):
@@ -184,6 +196,14 @@ def run_cell(
         watch = _watch_start(engine, progress)
         engine.start()
         state = _ready(engine.wait_ready(timeouts.startup_s, companions, watch), watch)
+        if state == "exited" and port_race(engine.signature()):
+            # Not the stack's outcome: the host's. Recorded in the timings, started again once.
+            say("a port the engine picked was taken before it bound it; starting it again")
+            timings["port_race_restarts"] = 1
+            engine.stop()
+            watch = _watch_start(engine, progress)
+            engine.start()
+            state = _ready(engine.wait_ready(timeouts.startup_s, companions, watch), watch)
         timings["startup_s"] = time.monotonic() - t
         if state == "companion_exited":
             return finish(status="startup_failed", signature=server_crash(),
