@@ -50,6 +50,8 @@ def knob_text(value: Any) -> str:
         text = str(value["method"])
         if "num_speculative_tokens" in value:
             text += f" k={value['num_speculative_tokens']}"
+        if value.get("model"):  # two drafters of one method are two columns
+            text += " " + str(value["model"]).removeprefix("canary:").rstrip("/").rsplit("/", 1)[-1]
         return text
     if isinstance(value, list):
         return " ".join(knob_text(v) for v in value)

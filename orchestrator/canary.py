@@ -31,6 +31,7 @@ from vmatrix.errors import CanaryError
 
 BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
 CORPUS = BUILDER.with_name("corpus.py")
+DRAFTER_BUILDER = BUILDER.with_name("build_drafter.py")
 SHIPPED = BUILDER.with_name("shipped")
 META = "vmatrix-canary.json"  # in a canary's folder: its recipe, file digests and what its build measured
 
@@ -54,6 +55,20 @@ CANARIES: dict[str, dict[str, Any]] = {
     "random-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024},
 }
 
+# name -> build_drafter.py arguments: tiny DFlash / DFlash2 drafters (vLLM's
+# DFlashDraftModel / DFlash2DraftModel) for a canary, trained on the CPU on that canary's
+# own hidden states (images/canary/README.md, "Drafters"), shipped like it. ``target``
+# names the canary; its recipe is part of the drafter's. Served as
+# `speculative: {method: dflash, model: canary:NAME}`, with k = block - 1. The names
+# must not contain "dflash", "eagle-", "eagle3" or "dspark": vLLM guesses the method
+# from the drafter's path (docs/dflash2.md).
+DRAFTERS: dict[str, dict[str, Any]] = {
+    "tiny-qwen3next-df1": {"target": "tiny-qwen3next", "kind": "dflash", "seed": 0, "block": 5, "docs": 48,
+                           "lines": "4-32", "steps": 500},
+    "tiny-qwen3next-df2": {"target": "tiny-qwen3next", "kind": "dflash2", "seed": 0, "block": 5, "docs": 48,
+                           "lines": "4-32", "steps": 500},
+}
+
 # Symptoms that are properties of a canary, not of the stack serving it. The untrained
 # model's MTP head is random (build_canary.py writes mtp.* weights so vLLM loads them),
 # so speculative acceptance is ~0% on any healthy engine (0.2-1.3% measured,
@@ -71,11 +86,44 @@ def is_canary(model_name: str) -> bool:
     return model_name.startswith("canary:")
 
 
+def is_drafter(name: str) -> bool:
+    return name in DRAFTERS
+
+
 def canary_recipe(name: str) -> dict[str, Any]:
+    """A canary's or a drafter's identity: its arguments and its builder's bytes (for a
+    drafter also the recipe of the canary it was trained on)."""
+    if name in DRAFTERS:
+        target = digest(canary_recipe(DRAFTERS[name]["target"])).encode()
+        code = hashlib.sha256(DRAFTER_BUILDER.read_bytes() + BUILDER.read_bytes() + CORPUS.read_bytes()
+                              + target).hexdigest()
+        return {"name": name, "args": DRAFTERS[name], "builder": code}
     if name not in CANARIES:
         raise CanaryError(f"unknown canary '{name}' (known: {', '.join(CANARIES)})")
     code = hashlib.sha256(BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()
     return {"name": name, "args": CANARIES[name], "builder": code}
+
+
+DRAFT_PREFIX = "canary:"  # speculative.model: canary:NAME names a drafter of DRAFTERS
+
+
+def draft_ref(model: str | None) -> str | None:
+    """The drafter a `speculative.model` value names (``canary:NAME``), else None; an
+    unknown name is a CanaryError naming the field."""
+    if not model or not model.startswith(DRAFT_PREFIX):
+        return None
+    name = model.removeprefix(DRAFT_PREFIX)
+    if name not in DRAFTERS:
+        raise CanaryError(f"speculative.model: unknown drafter '{model}' (known: "
+                          f"{', '.join(DRAFT_PREFIX + n for n in DRAFTERS)})")
+    return name
+
+
+def draft_dir(knobs: dict[str, Any]) -> Path | None:
+    """The folder the engine loads a cell's canary drafter from, if it names one."""
+    spec = knobs.get("speculative") or {}
+    name = draft_ref(spec.get("model"))
+    return canary_dir(name) if name else None
 
 
 def built_dir(name: str) -> Path:
@@ -170,6 +218,9 @@ def files_digest(folder: Path) -> str:
 
 
 def model_ref(spec: ModelSpec) -> ModelRef:
+    if spec.canary is not None and is_drafter(spec.canary):
+        raise CanaryError(f"'{spec.canary}' is a drafter, not a model to serve: give it as "
+                          f"`speculative: {{method: dflash, model: canary:{spec.canary}}}`")
     if spec.canary is not None:
         return ModelRef(path=str(canary_dir(spec.canary)), digest=digest(canary_recipe(spec.canary)), name=f"canary:{spec.canary}")
     path = Path(spec.path or "").expanduser().resolve()
@@ -182,12 +233,14 @@ Progress = Callable[[dict[str, Any]], None]  # one builder progress record: what
 
 
 def needs_training(name: str) -> bool:
+    if name in DRAFTERS:
+        return bool(DRAFTERS[name]["steps"])
     return bool(CANARIES[name].get("stage") or CANARIES[name].get("mtp_stage"))
 
 
-def builder_argv(python: Path, out: Path, args: dict[str, Any]) -> list[str]:
+def builder_argv(python: Path, out: Path, args: dict[str, Any], builder: Path = BUILDER) -> list[str]:
     """The builder's command line for a recipe's arguments (a list value: its flag repeated)."""
-    argv = [str(python), str(BUILDER), str(out)]
+    argv = [str(python), str(builder), str(out)]
     for key, value in args.items():
         for one in value if isinstance(value, list) else [value]:
             argv += [f"--{key.replace('_', '-')}", str(one)]
@@ -221,8 +274,14 @@ def ensure_canary(name: str, python: Path, log: Path | None = None, train: bool 
             return out
         tmp = out.with_name(out.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        args = dict(CANARIES[name]) | ({"device": device} if device else {})
-        argv = builder_argv(python, tmp, args)
+        if name in DRAFTERS:
+            # Trained on the target canary's folder; always on the CPU, one thread.
+            args = {k: v for k, v in DRAFTERS[name].items() if k != "target"}
+            args["target"] = str(ensure_canary(DRAFTERS[name]["target"], python))
+            argv = builder_argv(python, tmp, args, DRAFTER_BUILDER)
+        else:
+            args = dict(CANARIES[name]) | ({"device": device} if device else {})
+            argv = builder_argv(python, tmp, args)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
         lines: list[str] = []
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:

@@ -29,10 +29,13 @@ def engine_argv(
     port: int,
     kv_transfer: dict[str, Any] | None = None,
     host: str = "127.0.0.1",
+    draft_model: str | None = None,
 ) -> list[str]:
     """``kv_transfer``: the KV connector's config (LMCache, orchestrator/lmcache.py).
     ``host``: 127.0.0.1 for a local process; 0.0.0.0 inside a container, whose port
-    is published on the host's 127.0.0.1 only."""
+    is published on the host's 127.0.0.1 only. ``draft_model``: the folder a
+    `speculative.model: canary:NAME` drafter is served from (orchestrator.canary.draft_dir),
+    in place of the ref."""
     version = Version(recipe.vllm)
     argv = [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
@@ -55,8 +58,8 @@ def engine_argv(
     spec = knobs.get("speculative")
     if spec:
         config = {"method": spec["method"], "num_speculative_tokens": spec["num_speculative_tokens"]}
-        if spec.get("model"):
-            config["model"] = spec["model"]
+        if draft_model or spec.get("model"):
+            config["model"] = draft_model or spec["model"]
         argv += ["--speculative-config", json.dumps(config)]
     for knob, flag in (
         ("dtype", "--dtype"),

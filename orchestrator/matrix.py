@@ -13,10 +13,10 @@ from typing import Any
 
 from images.recipe import PatchSetError
 from jobs.workload import workload_digest
-from orchestrator.canary import CanaryError, model_ref
+from orchestrator.canary import CanaryError, canary_recipe, draft_ref, model_ref
 from orchestrator.patch_sources import resolve
 from orchestrator.spec import Knobs, MatrixSpec, Rule, SpecError
-from vmatrix.cells import Cell
+from vmatrix.cells import Cell, digest
 from vmatrix.recipe import EngineRecipe
 
 
@@ -113,7 +113,7 @@ def expand(spec: MatrixSpec, source: str = "matrix") -> Plan:
         # wl and wl_digest bound now: make is called in this iteration only, but says so.
         def make(engine: EngineRecipe, knobs: Knobs, control_id: str | None, wl: dict = wl,
                  wl_digest: str = wl_digest) -> Cell:
-            canonical = knobs.canonical()
+            canonical = with_drafter_digest(knobs.canonical(), source)
             return Cell(
                 id=Cell.make_id(engine, canonical, model.digest, wl_digest),
                 engine=engine,
@@ -137,6 +137,20 @@ def expand(spec: MatrixSpec, source: str = "matrix") -> Plan:
     return Plan(spec=spec, cells=ordered)
 
 
+def with_drafter_digest(knobs: dict[str, Any], source: str) -> dict[str, Any]:
+    """A canary drafter (`speculative.model: canary:NAME`) is named by its recipe's digest
+    too, as a canary model is: a retrained drafter is another cell. Other drafters are
+    paths, handed to vLLM as written."""
+    spec = knobs.get("speculative")
+    try:
+        name = draft_ref(spec.get("model")) if spec else None
+    except CanaryError as exc:
+        raise SpecError(f"{source}: axes: {exc}") from None
+    if name is None:
+        return knobs
+    return knobs | {"speculative": spec | {"model_digest": digest(canary_recipe(name))[:16]}}
+
+
 def describe_knobs(knobs: dict[str, Any], defaults: dict[str, Any] | None = None) -> str:
     """Short text of the knobs that differ from the defaults: for plans and progress lines."""
     defaults = defaults if defaults is not None else Knobs().canonical()
@@ -145,7 +159,8 @@ def describe_knobs(knobs: dict[str, Any], defaults: dict[str, Any] | None = None
         if value == defaults.get(name):
             continue
         if name == "speculative" and value:
-            parts.append(f"spec={value['method']}:{value['num_speculative_tokens']}")
+            drafter = str(value.get("model") or "").removeprefix("canary:").rstrip("/").rsplit("/", 1)[-1]
+            parts.append(f"spec={value['method']}:{value['num_speculative_tokens']}" + (f" {drafter}" if drafter else ""))
         elif isinstance(value, bool):
             parts.append(f"{name}={'on' if value else 'off'}")
         elif isinstance(value, list):

@@ -30,7 +30,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from db.store import Store
 from jobs.grade import effective_tie_margin, noise_floor
-from orchestrator.canary import CanaryError, canary_dir, ensure_canary
+from orchestrator.canary import SHIPPED, CanaryError, canary_dir, draft_ref, ensure_canary
 from orchestrator.geometry import violations
 from orchestrator.grading import calibrate, end_tokens_for, grade_cell, grade_waiting, tie_margin_for, will_grade
 from orchestrator.matrix import Plan
@@ -169,7 +169,15 @@ def canary_step(record: dict) -> Step:
 
 
 def prepare_model(plan: Plan, log_dir: Path, progress: StepReport | None = None) -> None:
-    """Build the canary (if the matrix uses one) with the first buildable engine venv."""
+    """Build the canary (if the matrix uses one) with the first buildable engine venv;
+    check that the canary drafters the cells name are here (shipped: trained ones are
+    never trained behind the user's back)."""
+    drafters = {draft_ref((c.knobs.get("speculative") or {}).get("model")) for c in plan.cells} - {None}
+    for name in sorted(n for n in drafters if n is not None):
+        if not (canary_dir(name) / "config.json").is_file():
+            raise SweepError(f"canary drafter '{name}': no shipped checkpoint made by this recipe "
+                             f"({SHIPPED / name} is missing, or its builder or recipe changed); rebuild it with "
+                             f"`vmatrix canary build {name} --train` (images/canary/README.md)")
     if plan.spec.model.canary is None or (canary_dir(plan.spec.model.canary) / "config.json").is_file():
         return
     errors = []

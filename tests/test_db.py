@@ -328,6 +328,10 @@ def test_knob_text() -> None:
     assert knob_text(True) == "on"
     assert knob_text(False) == knob_text(None) == knob_text("off") == "off"
     assert knob_text({"method": "mtp", "num_speculative_tokens": 2}) == "mtp k=2"
+    # Two drafters of one method are told apart by the drafter's name.
+    assert knob_text({"method": "dflash", "num_speculative_tokens": 4, "model": "canary:tiny-qwen3next-df2",
+                      "model_digest": "ab"}) == "dflash k=4 tiny-qwen3next-df2"
+    assert knob_text({"method": "dflash", "num_speculative_tokens": 4, "model": "examples/drafters/x/"}) == "dflash k=4 x"
     assert knob_text(["a", 1]) == "a 1"
     assert knob_text(8) == "8"
 

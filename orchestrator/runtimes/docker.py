@@ -280,17 +280,20 @@ class DockerRuntime:
         assert isinstance(env, EngineImage)
         import ray
 
-        from orchestrator.canary import is_canary, on_host_path
+        from orchestrator.canary import draft_dir, is_canary, on_host_path
 
         self.remove_lost_attempts(cell.id)  # a lost node's attempt of this cell
         # The daemon mounts host paths, not this node's.
         model = on_host_path(cell.model.path) if is_canary(cell.model.name) else cell.model.path
-        argv = engine_argv(env.python, cell.engine, cell.knobs, model, CONTAINER_PORT, host="0.0.0.0")
+        draft = draft_dir(cell.knobs)
+        drafter = on_host_path(str(draft)) if draft else None
+        argv = engine_argv(env.python, cell.engine, cell.knobs, model, CONTAINER_PORT, host="0.0.0.0",
+                           draft_model=drafter)
         labels = {LABEL_SWEEP: self.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: self.owner} if self.owner else {}) \
             | ({LABEL_NODE: ray.get_runtime_context().get_node_id()} if ray.is_initialized() else {})
         engine = EngineContainer(
             image=env.tag, argv=argv, env=dict(start.env), log_path=start.log_path, port=start.port, cpus=start.cpus,
-            labels=labels, mounts=[model, *_hf_cache()],
+            labels=labels, mounts=[model, *([drafter] if drafter else []), *_hf_cache()],
             # CPU engines take no device request, even when Ray hands out logical GPUs.
             gpu_ids=start.gpu_ids if cell.engine.accelerator == "cuda" else [],
         )
