@@ -41,6 +41,16 @@ class Speculative(_Strict):
     num_speculative_tokens: int = Field(ge=1, le=16)
     model: str | None = None
 
+    @field_validator("method")
+    @classmethod
+    def _no_dflash2_method(cls, method: str) -> str:
+        # Users write what the field notes call it; vLLM has no such method (PR 52816 made
+        # DFlash2 a drafter architecture of `dflash`), and would refuse it at start.
+        if method == "dflash2":
+            raise ValueError("vLLM has no method 'dflash2': DFlash2 is `method: dflash` with a DFlash2DraftModel "
+                             "drafter as `model` (e.g. canary:tiny-qwen3next-df2)")
+        return method
+
 
 def _spec_off(value: Any) -> Any:
     # YAML 1.1 reads a bare `off` as False; users mean "speculative decoding off". Every

