@@ -165,15 +165,8 @@ resources: {cpus: 1, gpus: 1}
 grading: {calibrate: true, abort_after: 1}
 """
 
-E2E_BROKEN_PATCH = """\
---- a/vllm/__init__.py
-+++ b/vllm/__init__.py
-@@ -1,3 +1,3 @@
--this line is not in vllm/__init__.py
-+so the patch cannot apply
- at all
- anywhere
-"""
+# A patch that applies to no release: the cell is startup_failed naming it.
+BROKEN_PATCH = Path(__file__).parent / "data" / "broken.patch"
 
 
 @pytest.fixture(scope="session")
@@ -201,7 +194,7 @@ def e2e_sweep(tmp_path_factory: pytest.TempPathFactory):
     mp = pytest.MonkeyPatch()
     patches = tmp / "patches" / "broken"
     patches.mkdir(parents=True)
-    (patches / "0001-broken.patch").write_text(E2E_BROKEN_PATCH)
+    shutil.copy(BROKEN_PATCH, patches / "0001-broken.patch")
     shutil.copytree(patches_dir() / "corrupt-prefix-state", tmp / "patches" / "corrupt-prefix-state")
     try:
         mp.setenv("VMATRIX_PATCHES_DIR", str(tmp / "patches"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,17 +50,6 @@ exclude:
 workloads:
   - {{name: small, prefix_tokens: 800, sessions: 2, turns: 2, agent_switches: 1, max_tokens: 12}}
 """
-
-BROKEN_PATCH = """\
---- a/vllm/__init__.py
-+++ b/vllm/__init__.py
-@@ -1,3 +1,3 @@
--this line is not in vllm/__init__.py
-+so the patch cannot apply
- at all
- anywhere
-"""
-
 
 def _vmatrix_containers() -> list[str]:
     return [c.name for c in DOCKER.containers.list(all=True, filters={"label": LABEL_OWNER})]
@@ -108,7 +98,7 @@ def docker_sweep(base_image: str, tmp_path_factory: pytest.TempPathFactory):
     mp = pytest.MonkeyPatch()
     broken = tmp / "patches" / "broken"
     broken.mkdir(parents=True)
-    (broken / "0001-broken.patch").write_text(BROKEN_PATCH)
+    shutil.copy(Path(__file__).parent / "data" / "broken.patch", broken / "0001-broken.patch")
     mp.setenv("VMATRIX_PATCHES_DIR", str(tmp / "patches"))
     first = build_image(EngineRecipe("0.32.0"), OPTIONS, log=tmp / "build.log")
     plan = expand(parse_spec(MATRIX, "docker.yaml"), "docker.yaml")

@@ -219,3 +219,28 @@ def test_terminal_row_keeps_the_replay_count_across_its_phases() -> None:
         assert (row.description, row.fields["count"]) == ("stopping engine", "")
         assert view.bars.tasks[view.tasks[""]].description == "env: creating the venv"
         assert not view.lines  # on a terminal the rows are the display: no lines printed besides
+
+
+def test_a_build_waiting_on_another_process_lock_says_so(tmp_path: Path) -> None:
+    """A real file lock held by another process: the step is reported; free: nothing."""
+    import subprocess
+    import sys
+
+    from filelock import FileLock
+
+    from orchestrator.runtimes.engine import say_if_locked
+
+    path = tmp_path / "env.lock"
+    seen: list[Step] = []
+    say_if_locked(FileLock(str(path)), seen.append, "env", "waiting for another build of X")
+    assert seen == []
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from filelock import FileLock; l = FileLock(sys.argv[1]); l.acquire(); "
+        "print('held', flush=True); time.sleep(30)"), str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        say_if_locked(FileLock(str(path)), seen.append, "env", "waiting for another build of X")
+        assert [(s.step, s.detail) for s in seen] == [("env", "waiting for another build of X")]
+    finally:
+        holder.kill()
+        holder.wait()

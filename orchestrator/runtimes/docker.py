@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
 from images.build import BuiltImage, ImageOptions, build_image, client, image_packages
 from images.recipe import recipe_patches
 from orchestrator.engine_args import engine_argv
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.affinity import format_cpulist
-from orchestrator.runtimes.engine import EngineEnvironment, owner_gone, owner_id, wait_healthy
+from orchestrator.runtimes.engine import EngineEnvironment, owner_gone, owner_id, say_if_locked, wait_healthy
 from orchestrator.runtimes.signature import error_signature
 from vmatrix.errors import EnvBuildError, ImageBuildError
-from vmatrix.progress import IMAGE, Step, StepReport
+from vmatrix.progress import IMAGE, StepReport
 from vmatrix.recipe import EngineRecipe
 
 if TYPE_CHECKING:
@@ -61,12 +61,7 @@ def ensure_image(recipe: EngineRecipe, options: ImageOptions | None, log: Path,
     path = cache_dir() / "images" / f"{recipe.env_id}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path))
-    if progress is not None:
-        try:  # only to say so: the wait itself is the `with` below
-            lock.acquire(timeout=0)
-            lock.release()
-        except Timeout:
-            progress(Step(IMAGE, f"waiting for another build of {recipe.label}"))
+    say_if_locked(lock, progress, IMAGE, f"waiting for another build of {recipe.label}")
     with lock:
         image: BuiltImage = build_image(recipe, options, log=log, progress=progress)
         packages = image_packages(image.tag)

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+from filelock import FileLock, Timeout
+
+from vmatrix.progress import Step, StepReport
 
 
 class EngineEnvironment(Protocol):
@@ -110,3 +113,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def say_if_locked(lock: FileLock, progress: StepReport | None, step: str, detail: str) -> None:
+    """Report ``detail`` when another process holds ``lock`` (only to say so: the caller's
+    ``with lock`` is the wait itself)."""
+    if progress is None:
+        return
+    try:
+        lock.acquire(timeout=0)
+        lock.release()
+    except Timeout:
+        progress(Step(step, detail))

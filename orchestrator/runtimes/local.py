@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
 from images.recipe import (
     CPU_UNWANTED,
@@ -38,7 +38,15 @@ from orchestrator.engine_args import engine_argv
 from orchestrator.patch_sources import failure_reason
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.affinity import format_cpulist
-from orchestrator.runtimes.engine import OWNER_ENV, EngineEnvironment, free_port, owner_gone, owner_id, wait_healthy
+from orchestrator.runtimes.engine import (
+    OWNER_ENV,
+    EngineEnvironment,
+    free_port,
+    owner_gone,
+    owner_id,
+    say_if_locked,
+    wait_healthy,
+)
 from orchestrator.runtimes.signature import error_signature
 from vmatrix.errors import EnvBuildError
 from vmatrix.progress import ENV, Step, StepReport
@@ -272,12 +280,8 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
     root.parent.mkdir(parents=True, exist_ok=True)
     marker = root / _MARKER
     lock = FileLock(str(root) + ".lock")
-    if progress is not None and not marker.is_file():
-        try:  # only to say so: the wait itself is the `with` below
-            lock.acquire(timeout=0)
-            lock.release()
-        except Timeout:
-            progress(Step(ENV, f"waiting for another build of {recipe.label}"))
+    if not marker.is_file():
+        say_if_locked(lock, progress, ENV, f"waiting for another build of {recipe.label}")
     with lock:
         if marker.is_file():
             state = json.loads(marker.read_text())
