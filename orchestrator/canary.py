@@ -24,6 +24,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from orchestrator.engine_args import path_trap
 from orchestrator.paths import cache_dir
 from orchestrator.spec import ModelSpec
 from vmatrix.cells import ModelRef, digest
@@ -168,6 +169,37 @@ def on_host_path(model_path: str) -> str:
     return str(copy)
 
 
+def untrapped(path: str, method: str) -> str:
+    """PATH, or where a copy of this canary lies whose path vLLM reads no other method
+    from than METHOD (orchestrator.engine_args.path_trap): the checkout's folder name
+    must not decide what a cell measures. The copy is the cache's (``on_host_path``); a
+    cache folder that itself names a method is refused, naming VMATRIX_CACHE."""
+    word = path_trap(path, method)
+    if word is None:
+        return path
+    copy = on_host_path(path) if not Path(path).is_relative_to(cache_dir()) else path
+    again = path_trap(copy, method)
+    if again is not None:
+        raise CanaryError(f"VMATRIX_CACHE: {cache_dir()} contains '{again}', which vLLM would take for the "
+                          f"speculative method of a {method} cell; point VMATRIX_CACHE at a folder without it")
+    return copy
+
+
+def served_paths(model_path: str, model_name: str, knobs: dict[str, Any]) -> tuple[str, str | None]:
+    """The target's and the drafter's folders a cell's engine is handed: the canary's,
+    copied out of a folder whose path would change the speculative method."""
+    spec = knobs.get("speculative") or {}
+    draft = draft_dir(knobs)
+    method = spec.get("method")
+    if not method:
+        return model_path, None
+    if draft is not None:
+        return model_path, untrapped(str(draft), method)
+    if not spec.get("model") and is_canary(model_name):  # MTP: the target is the draft model
+        return untrapped(model_path, method), None
+    return model_path, None
+
+
 def canary_dir(name: str) -> Path:
     """The folder engines load the canary from: the shipped checkpoint, else a build."""
     return shipped_dir(name) or built_dir(name)
@@ -177,7 +209,6 @@ def shipped_files(folder: Path) -> dict[str, str]:
     """sha256 of every file of a checkpoint folder but its metadata, by relative path."""
     return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
             for f in sorted(folder.rglob("*")) if f.is_file() and f.name != META}
-
 
 
 def logit_scale(model_name: str) -> float | None:

@@ -21,6 +21,33 @@ SERVED_NAME = "canary"
 _PREFIX_DEFAULT_ON = Version("0.8.0")
 
 
+# vLLM's SpeculativeConfig (0.27.1-0.32.0 at least) takes the speculative method from the
+# draft model's path when the path names one, over the method the cell asked for; for MTP
+# the draft model is the target. A checkout at /work/wt-dflash turned every MTP cell of a
+# sweep into DFlash (docs/dflash2.md, "(A)"). In vLLM's order of checks.
+PATH_METHOD_WORDS = (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark"))
+
+
+def path_trap(path: str, method: str) -> str | None:
+    """The word in the draft model's PATH that vLLM would take for a method other than
+    METHOD, or None. EAGLE and EAGLE-3 are one family: each path word suits both."""
+    low = path.lower()
+    for word, named in PATH_METHOD_WORDS:
+        if word in low:
+            same = named == method or (named.startswith("eagle") and method.startswith("eagle"))
+            return None if same else word
+    return None
+
+
+def draft_path(model: str, knobs: dict[str, Any], draft_model: str | None = None) -> str | None:
+    """The path vLLM reads the method from: the drafter's, or for a method without one
+    (MTP) the target's; None without speculation."""
+    spec = knobs.get("speculative")
+    if not spec:
+        return None
+    return draft_model or spec.get("model") or model
+
+
 def engine_argv(
     python: Path,
     recipe: EngineRecipe,

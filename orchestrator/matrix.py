@@ -13,10 +13,12 @@ from typing import Any
 
 from images.recipe import PatchSetError
 from jobs.workload import workload_digest
-from orchestrator.canary import CanaryError, canary_recipe, draft_ref, model_ref
+from orchestrator.canary import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
+from orchestrator.engine_args import draft_path, path_trap
 from orchestrator.patch_sources import resolve
+from orchestrator.paths import cache_dir
 from orchestrator.spec import Knobs, MatrixSpec, Rule, SpecError
-from vmatrix.cells import Cell, digest
+from vmatrix.cells import Cell, ModelRef, digest
 from vmatrix.recipe import EngineRecipe
 
 
@@ -126,6 +128,7 @@ def expand(spec: MatrixSpec, source: str = "matrix") -> Plan:
             )
 
         for engine, knobs in pairs:
+            _refuse_path_trap(model, knobs.canonical(), source, spec.runtime == "docker")
             control = make(engine, knobs.model_copy(update=control_values), None)
             cell = make(engine, knobs, control.id)
             if cell.id == control.id:
@@ -135,6 +138,34 @@ def expand(spec: MatrixSpec, source: str = "matrix") -> Plan:
                 cells.setdefault(cell.id, cell)
     ordered = list(controls.values()) + [c for c in cells.values() if c.id not in controls]
     return Plan(spec=spec, cells=ordered)
+
+
+def _refuse_path_trap(model: ModelRef, knobs: dict[str, Any], source: str, docker: bool) -> None:
+    """A folder of the user's whose path vLLM would read another speculative method from
+    is refused before anything starts; a canary's is served from a cache copy instead
+    (orchestrator.canary.untrapped; with Docker always, orchestrator.canary.on_host_path),
+    unless the cache folder names a method too."""
+    spec = knobs.get("speculative")
+    if not spec:
+        return
+    try:
+        name = draft_ref(spec.get("model"))
+    except CanaryError as exc:
+        raise SpecError(f"{source}: axes: {exc}") from None
+    path = str(canary_dir(name)) if name else draft_path(model.path, knobs) or ""
+    canary = name is not None or (not spec.get("model") and is_canary(model.name))
+    word = path_trap(path, spec["method"])
+    if canary and (word is not None or docker):  # served from the cache's copy
+        path = str(cache_dir())
+        word = path_trap(path, spec["method"])
+    if word is None:
+        return
+    if canary:
+        raise SpecError(f"{source}: VMATRIX_CACHE: {path} contains '{word}', which vLLM would take for the "
+                        f"speculative method of a {spec['method']} cell; point VMATRIX_CACHE at a folder without it")
+    field = "speculative.model" if spec.get("model") else "model.path"
+    raise SpecError(f"{source}: {field}: vLLM would read '{word}' in {path} as the speculative method and run "
+                    f"it instead of {spec['method']}; rename or move the folder")
 
 
 def with_drafter_digest(knobs: dict[str, Any], source: str) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from images.recipe import (
     wheel_path,
 )
 from orchestrator import lmcache
-from orchestrator.canary import draft_dir
+from orchestrator.canary import served_paths
 from orchestrator.engine_args import engine_argv
 from orchestrator.patch_sources import failure_reason
 from orchestrator.paths import cache_dir
@@ -494,9 +494,9 @@ class LocalRuntime:
         cell = start.cell
         # The cell's own LMCache state (config, L2) lives in its run folder, nowhere shared.
         lmc = lmcache.prepare(cell.knobs, env.python, start.run_dir, (free_port(), free_port()))
-        draft = draft_dir(cell.knobs)
-        argv = engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, start.port,
-                           kv_transfer=lmc.kv_transfer if lmc else None, draft_model=str(draft) if draft else None)
+        model, draft = served_paths(cell.model.path, cell.model.name, cell.knobs)
+        argv = engine_argv(env.python, cell.engine, cell.knobs, model, start.port,
+                           kv_transfer=lmc.kv_transfer if lmc else None, draft_model=draft)
         env_vars = dict(start.env)
         if start.gpu_ids:
             env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(start.gpu_ids)
