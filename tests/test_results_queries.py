@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -340,6 +341,14 @@ def test_filters_parse_like_table_labels(store: Store) -> None:
     # METHOD:TOKENS, every off spelling, several KEY=VALUE in one option.
     assert CellFilter.parse("speculative=mtp:2")[0].matches(mtp)
     assert not CellFilter.parse("speculative=mtp:3")[0].matches(mtp)
+    # A drafter cell (the table's label names the drafter): METHOD:K matches it, with or
+    # without the drafter's name, and another drafter's name does not.
+    dflash = replace(mtp, knobs=mtp.knobs | {"speculative": {"method": "dflash", "num_speculative_tokens": 4,
+                                                              "model": "canary:tiny-qwen3next-df1"}})
+    for text in ("dflash:4", "dflash k=4", "dflash:4 tiny-qwen3next-df1", "DFlash k=4 tiny-qwen3next-df1"):
+        assert CellFilter.parse(f"speculative={text}")[0].matches(dflash), text
+    for text in ("dflash:4 tiny-qwen3next-df2", "dflash:3", "dflash:40", "mtp:4"):
+        assert not CellFilter.parse(f"speculative={text}")[0].matches(dflash), text
     for off in ("no", "0", "none", "null", "OFF"):
         assert CellFilter.parse(f"prefix_caching={off}")[0].matches(mtp), off
     both = CellFilter.parse("prefix_caching=off, speculative=mtp:2")

@@ -70,8 +70,9 @@ def normal(text: str) -> str:
     try:
         number = float(text)
     except ValueError:
-        if ":" in text and text.rpartition(":")[2].isdigit():  # mtp:2 is mtp k=2
-            method, _, k = text.rpartition(":")
-            return f"{method} k={k}"
+        head, sep, rest = text.partition(" ")  # mtp:2 is mtp k=2; dflash:4 df1 is dflash k=4 df1
+        if ":" in head and head.rpartition(":")[2].isdigit():
+            method, _, k = head.rpartition(":")
+            return f"{method} k={k}{sep}{rest}"
         return text
     return repr(int(number)) if number.is_integer() else repr(number)
