@@ -86,25 +86,48 @@ def _count_requests(progress: StepReport | None) -> Callable[[int, int], None] |
     return lambda done, total: progress(Step(REPLAY, "requests answered", done, total))
 
 
-def _ready(state: str, watch: Callable[[], None] | None) -> str:
+# How long an engine whose log says its start failed (phases.GAVE_UP) has to exit by itself.
+GAVE_UP_GRACE_S = 30.0
+
+
+class _GaveUp(Exception):
+    """The engine's log says its start failed, and it has not exited within the grace."""
+
+
+class StartWatch:
+    """What the health wait calls between polls: reports the start phase the engine's log
+    shows now (with ``progress``), and ends the wait once the log says the start failed
+    and the engine has not exited within ``grace_s``."""
+
+    def __init__(self, log_path: Path, progress: StepReport | None, grace_s: float | None = None) -> None:
+        self.follower = LogFollower.from_end(log_path)
+        self.progress = progress
+        self.grace_s = GAVE_UP_GRACE_S if grace_s is None else grace_s
+        self._gave_up_at: float | None = None
+
+    def __call__(self) -> None:
+        for phase in self.follower.poll():
+            if self.progress is not None:
+                self.progress(phase)
+        if self.follower.gave_up is not None:
+            self._gave_up_at = self._gave_up_at or time.monotonic()
+            if time.monotonic() - self._gave_up_at >= self.grace_s:
+                raise _GaveUp(self.follower.gave_up)
+
+
+def _wait_started(engine: Engine, timeout_s: float, companions: tuple, watch: StartWatch) -> str:
+    """The engine's start state: 'exited' too for one that said it failed and lingers."""
+    try:
+        state = engine.wait_ready(timeout_s, companions, watch)
+    except _GaveUp:
+        return "exited"
     # The log lines written between the last poll and the health check's answer
     # ("Application startup complete") are read once more: the start's last phase.
-    if watch is not None:
+    try:
         watch()
+    except _GaveUp:
+        pass  # ready, or already over: the state says which
     return state
-
-
-def _watch_start(engine: Engine, progress: StepReport | None) -> Callable[[], None] | None:
-    """What the health wait calls between polls: the start phase the engine's log shows now."""
-    if progress is None:
-        return None
-    follower = LogFollower.from_end(engine.log_path)
-
-    def poll() -> None:
-        for phase in follower.poll():
-            progress(phase)
-
-    return poll
 
 
 def run_cell(
@@ -166,9 +189,9 @@ def run_cell(
             if closed:
                 return "exited"
             engine.stop()
-            watch = _watch_start(engine, progress)
+            watch = StartWatch(engine.log_path, progress)
             engine.start()
-        return _ready(engine.wait_ready(timeouts.startup_s, companions, watch), watch)
+        return _wait_started(engine, timeouts.startup_s, companions, watch)
 
     async def restart(phase: str) -> bool:
         say(f"restarting engine after {phase}")
@@ -193,17 +216,17 @@ def run_cell(
 
         say("starting engine")
         t = time.monotonic()
-        watch = _watch_start(engine, progress)
+        watch = StartWatch(engine.log_path, progress)
         engine.start()
-        state = _ready(engine.wait_ready(timeouts.startup_s, companions, watch), watch)
+        state = _wait_started(engine, timeouts.startup_s, companions, watch)
         if state == "exited" and port_race(engine.signature()):
             # Not the stack's outcome: the host's. Recorded in the timings, started again once.
             say("a port the engine picked was taken before it bound it; starting it again")
             timings["port_race_restarts"] = 1
             engine.stop()
-            watch = _watch_start(engine, progress)
+            watch = StartWatch(engine.log_path, progress)
             engine.start()
-            state = _ready(engine.wait_ready(timeouts.startup_s, companions, watch), watch)
+            state = _wait_started(engine, timeouts.startup_s, companions, watch)
         timings["startup_s"] = time.monotonic() - t
         if state == "companion_exited":
             return finish(status="startup_failed", signature=server_crash(),

@@ -42,6 +42,11 @@ PHASES: tuple[tuple[str, str], ...] = (
     ("Starting vLLM server on", "starting the API server"),
     ("Application startup complete", "API up, waiting for /health"),
 )
+# vLLM's own line for a start that failed. The API server normally exits right after it;
+# with LMCache's MP connector it was seen to hang until the start timeout (900 s, recorded
+# `timeout`), so a start whose log says this is over, exited or not.
+GAVE_UP = ("EngineCore failed to start.",)
+
 # tqdm's shard bar: "Loading safetensors checkpoint shards:  50% Completed | 1/2 [...]"
 _SHARDS = re.compile(r"Loading safetensors checkpoint shards:.*?\|\s*(\d+)/(\d+)")
 
@@ -64,6 +69,7 @@ class LogFollower:
     path: Path
     offset: int = 0
     phase: Step | None = None
+    gave_up: str | None = None  # the GAVE_UP line, once the engine has written one
     _partial: bytes = field(default=b"", repr=False)
 
     @classmethod
@@ -91,7 +97,10 @@ class LogFollower:
         self._partial = lines.pop()
         changes = []
         for raw in lines:
-            step = engine_phase(raw.decode("utf-8", "replace"))
+            line = raw.decode("utf-8", "replace")
+            if self.gave_up is None and any(text in line for text in GAVE_UP):
+                self.gave_up = line.strip()
+            step = engine_phase(line)
             if step is not None and step != self.phase:
                 self.phase = step
                 changes.append(step)
