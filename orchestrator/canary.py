@@ -170,19 +170,11 @@ def on_host_path(model_path: str) -> str:
 
 
 def untrapped(path: str, method: str) -> str:
-    """PATH, or where a copy of this canary lies whose path vLLM reads no other method
-    from than METHOD (orchestrator.engine_args.path_trap): the checkout's folder name
-    must not decide what a cell measures. The copy is the cache's (``on_host_path``); a
-    cache folder that itself names a method is refused, naming VMATRIX_CACHE."""
-    word = path_trap(path, method)
-    if word is None:
-        return path
-    copy = on_host_path(path) if not Path(path).is_relative_to(cache_dir()) else path
-    again = path_trap(copy, method)
-    if again is not None:
-        raise CanaryError(f"VMATRIX_CACHE: {cache_dir()} contains '{again}', which vLLM would take for the "
-                          f"speculative method of a {method} cell; point VMATRIX_CACHE at a folder without it")
-    return copy
+    """PATH, or the cache's copy of this canary (``on_host_path``) where PATH names another
+    speculative method than METHOD (orchestrator.engine_args.path_trap): the checkout's
+    folder name must not decide what a cell measures. A cache folder that names one too
+    is refused when the matrix is planned (orchestrator.matrix)."""
+    return on_host_path(path) if path_trap(path, method) else path
 
 
 def served_paths(model_path: str, model_name: str, knobs: dict[str, Any]) -> tuple[str, str | None]:

@@ -39,15 +39,6 @@ def path_trap(path: str, method: str) -> str | None:
     return None
 
 
-def draft_path(model: str, knobs: dict[str, Any], draft_model: str | None = None) -> str | None:
-    """The path vLLM reads the method from: the drafter's, or for a method without one
-    (MTP) the target's; None without speculation."""
-    spec = knobs.get("speculative")
-    if not spec:
-        return None
-    return draft_model or spec.get("model") or model
-
-
 def engine_argv(
     python: Path,
     recipe: EngineRecipe,

@@ -14,7 +14,7 @@ from typing import Any
 from images.recipe import PatchSetError
 from jobs.workload import workload_digest
 from orchestrator.canary import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
-from orchestrator.engine_args import draft_path, path_trap
+from orchestrator.engine_args import path_trap
 from orchestrator.patch_sources import resolve
 from orchestrator.paths import cache_dir
 from orchestrator.spec import Knobs, MatrixSpec, Rule, SpecError
@@ -152,7 +152,8 @@ def _refuse_path_trap(model: ModelRef, knobs: dict[str, Any], source: str, docke
         name = draft_ref(spec.get("model"))
     except CanaryError as exc:
         raise SpecError(f"{source}: axes: {exc}") from None
-    path = str(canary_dir(name)) if name else draft_path(model.path, knobs) or ""
+    # The folder vLLM reads the method from: the drafter's, or for MTP the target's.
+    path = str(canary_dir(name)) if name else spec.get("model") or model.path
     canary = name is not None or (not spec.get("model") and is_canary(model.name))
     word = path_trap(path, spec["method"])
     if canary and (word is not None or docker):  # served from the cache's copy
