@@ -141,6 +141,11 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
             role += f" (invalid: {broken[0].rule}{', run anyway' if plan.spec.run_invalid else ''})"
         table.add_row(*_cell_row(cell, role, wide, shared, "-" if caption else "defaults"), *([recorded.get(cell.id, "-")] if recorded else []))
     console.print(table)
+    from orchestrator.shape_plan import shape_notes
+
+    for cell in plan.cells:
+        for note in shape_notes(cell):
+            console.print(f"{cell.id[:8]} {note}", highlight=False, markup=False)
 
 
 @sweep_app.command("run")

