@@ -80,7 +80,7 @@ def shape_recall(cell: Transcript, control: Transcript, placed: Mapping[str, Pla
         if ok_control and not ok_cell:
             s["flips"].append(ref.key)
         s["reverse"] += ok_cell and not ok_control
-        probe = (at.claim.probe if at.claim else None) or "-"
+        probe = (at.claim.probe if at.claim else None) or "no restore"
         p = s["by_probe"].setdefault(probe, {"requests": 0, "cell": 0, "control": 0})
         p["requests"] += 1
         p["cell"] += ok_cell

@@ -339,7 +339,9 @@ class WorkloadSpec(_Strict):
             raise ValueError("shapes: a trace's prompts are its own; shapes lay out canary prompts")
         if not self.shapes:
             raise ValueError("shapes: an empty list sends nothing; leave `shapes` out")
-        unshaped = {"prefix_tokens", "sessions", "turns", "agent_switches"} & self.model_fields_set
+        # Not model_fields_set: a stored cell's workload is the whole dump, defaults included.
+        unshaped = {f for f in ("prefix_tokens", "sessions", "turns", "agent_switches")
+                    if getattr(self, f) != type(self).model_fields[f].default}
         if unshaped:
             raise ValueError(f"{min(unshaped)}: with `shapes:` the agent shape has it "
                              "(`- {kind: agent, prefix_tokens: ...}`)")
