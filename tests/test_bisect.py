@@ -36,7 +36,7 @@ from orchestrator.bisect.predicate import Observation, parse_predicate
 from orchestrator.bisect.releases import release_candidates
 from orchestrator.bisect.search import max_steps, pick, search
 from orchestrator.bisect.selector import parse_selector, select_cells
-from orchestrator.cli_common import error_line
+from orchestrator.cli.common import error_line
 from orchestrator.matrix import expand
 from orchestrator.scheduler import SweepResult
 from orchestrator.scheduler import run_sweep as real_run_sweep
@@ -566,7 +566,7 @@ def test_commit_mode_on_the_cpu_needs_a_wheel_location(setup, repo: Path) -> Non
 
 
 def cli() -> typer.Typer:
-    from orchestrator.cli_bisect import bisect
+    from orchestrator.cli.bisect import bisect
 
     app = typer.Typer()
     app.command("bisect")(bisect)

@@ -146,7 +146,7 @@ def test_finds_the_commit_that_fixed_the_crash_from_per_commit_wheels(bisected) 
 
 
 def test_running_it_again_reuses_every_step_and_prints_the_commits_around_the_change(bisected) -> None:
-    from orchestrator.cli_bisect import bisect
+    from orchestrator.cli.bisect import bisect
 
     req, _, first, (c0, c1, c2) = bisected
     app = typer.Typer()

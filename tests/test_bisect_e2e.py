@@ -68,7 +68,7 @@ def test_finds_the_release_that_fixed_the_crash(bisected) -> None:
 
 
 def test_running_it_again_reuses_every_step(bisected) -> None:
-    from orchestrator.cli_bisect import bisect
+    from orchestrator.cli.bisect import bisect
 
     req, _, first = bisected
     app = typer.Typer()

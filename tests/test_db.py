@@ -163,7 +163,7 @@ def test_a_foreign_file_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
     foreign = tmp_path / "notes.db"
     foreign.write_bytes(b"these are not the results you are looking for\n" * 100)
     # The library names the input by its field; the CLI spells it as its flag, once for
-    # every error (orchestrator.cli_common.Commands).
+    # every error (orchestrator.cli.common.Commands).
     with pytest.raises(StoreError, match=f"^db {foreign}: cannot open the database: file is not a database$") as exc:
         Store.open(foreign)
     assert exc.value.inputs == ("db",) and isinstance(exc.value, VmatrixError)
@@ -414,7 +414,7 @@ def test_lookup_table_summarises_crowded_cells(store: Store, sweep: int, db_url:
         out = CliRunner().invoke(app, [*argv, *extra])
         assert out.exit_code == 0, out.output
         assert json.loads(out.stdout) == json.loads(render_table(expected, "json"))
-    assert gc.isenabled()  # the command pauses the collector for its body only (cli_common.gc_paused)
+    assert gc.isenabled()  # the command pauses the collector for its body only (cli.common.gc_paused)
 
 
 def test_sqlite_read_path_needs_a_store_at_head(store: Store, db_url: str) -> None:

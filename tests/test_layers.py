@@ -15,15 +15,20 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("vmatrix", "images", "jobs", "db", "orchestrator")
 
 
-def _imports(path: Path) -> set[str]:
+def _modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, dotted, lazy imports included."""
     tree = ast.parse(path.read_text(), str(path))
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
+            found.add(node.module)
         elif isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-    return found & set(LAYERS)
+            found |= {alias.name for alias in node.names}
+    return found
+
+
+def _imports(path: Path) -> set[str]:
+    return {name.split(".")[0] for name in _modules(path)} & set(LAYERS)
 
 
 @pytest.mark.parametrize("package", LAYERS)
@@ -40,3 +45,15 @@ def test_a_package_imports_only_the_layers_below_it(package: str) -> None:
 def test_the_vocabulary_imports_nothing_of_the_project_but_itself() -> None:
     for path in (ROOT / "vmatrix").rglob("*.py"):
         assert _imports(path) <= {"vmatrix"}, path
+
+
+def test_the_cli_sits_on_top_of_the_orchestrator() -> None:
+    # orchestrator/cli/ is the command line apart from the library (as guidellm keeps
+    # cli/): the library under it never reaches up into a command or a view.
+    cli = ROOT / "orchestrator" / "cli"
+    wrong = {
+        str(path.relative_to(ROOT)): sorted(m for m in _modules(path) if m.split(".")[:2] == ["orchestrator", "cli"])
+        for path in sorted((ROOT / "orchestrator").rglob("*.py"))
+        if cli not in path.parents
+    }
+    assert not {k: v for k, v in wrong.items() if v}, f"the library imports the CLI: {wrong}"

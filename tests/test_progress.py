@@ -25,10 +25,10 @@ from test_replay_client import _workload, stub
 
 from images.build import build_step
 from jobs.replay import replay
+from orchestrator.cli.sweep_view import SweepView
 from orchestrator.runtimes.local import _EnvSteps, _run, _uv
 from orchestrator.runtimes.phases import LogFollower, engine_phase
 from orchestrator.scheduler import canary_step
-from orchestrator.sweep_view import SweepView
 from vmatrix.progress import CANARY, ENGINE, ENV, IMAGE, REPLAY, Step, Throttle
 
 DATA = Path(__file__).parent / "data"

@@ -46,7 +46,7 @@ from db.queries import cell_results, diff_sweeps
 from db.reads import RecallCount, recall_counts
 from db.report import bar_chart, build_report, nice_ticks, render_report
 from db.store import Store
-from orchestrator.cli_results import report, results_extra
+from orchestrator.cli.results import report, results_extra
 from orchestrator.spec import Knobs
 from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
 from vmatrix.expect import Expectation
@@ -421,7 +421,7 @@ def test_control_to_clean_is_no_change() -> None:
 
 
 def test_listed_pairs_rank_changes_first_then_size() -> None:
-    from orchestrator.cli_results import listed_pairs
+    from orchestrator.cli.results import listed_pairs
 
     def pair(label: str, after: str, ttft: float | None, decode: float) -> compare_mod.PairResult:
         iv = compare_mod.Interval
@@ -515,7 +515,7 @@ def test_diff_sweeps(store: Store) -> None:
         diff_sweeps(store, first, 99)
 
 
-# --- the CLI, wired as orchestrator/cli.py wires it -------------------------------------
+# --- the CLI, wired as orchestrator/cli/app.py wires it ---------------------------------
 
 
 def cli_app() -> typer.Typer:
@@ -539,7 +539,7 @@ def test_cli_commands(store: Store, db_url: str, tmp_path: Path) -> None:
     assert "clean → crashed" in out.output and "control → corrupt" in out.output and "- → 52%" in out.output
     assert "all 4 pairs (geometric mean)" in out.output and "2 changed" in out.output
     assert "listed" not in out.output  # 4 pairs: all listed
-    assert gc.isenabled()  # paused for the command's body only (cli_common.gc_paused)
+    assert gc.isenabled()  # paused for the command's body only (cli.common.gc_paused)
 
     # Listed: changed results first (2 here), then the largest change; the summary covers all 4.
     out = runner.invoke(app, ["results", "compare", "--db", db, "--baseline", "prefix_caching=off",

@@ -32,7 +32,7 @@ from jobs.traces import (
     trace_digest,
     trace_to_workload,
 )
-from orchestrator.cli_traces import traces_app
+from orchestrator.cli.traces import traces_app
 
 runner = CliRunner()
 cli = typer.Typer()

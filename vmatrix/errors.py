@@ -21,7 +21,7 @@ VmatrixError                  str() is one line for the user; never a traceback
 Library code names the inputs an error is about by their field names (``db``,
 ``cell``, ``good``); a front end spells them its own way with
 :meth:`VmatrixError.spelled` (the CLI: ``--db``), once, for every error
-(``orchestrator.cli_common.error_line``). The built-in
+(``orchestrator.cli.common.error_line``). The built-in
 bases stay so that callers that catch ``ValueError``/``LookupError`` keep working.
 """
 

@@ -12,7 +12,7 @@ One module per step, imported one way (each only from those above it here):
 - :mod:`.run`: the whole bisect, wiring the rest.
 
 Text for the terminal (tables, progress, which flag an error is about) is the CLI's:
-:mod:`orchestrator.cli_bisect`.
+:mod:`orchestrator.cli.bisect`.
 """
 
 from orchestrator.bisect.errors import BisectError, BisectInputError

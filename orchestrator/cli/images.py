@@ -1,6 +1,6 @@
 """``vmatrix images build|ls|prune|base``: engine images for ``runtime: docker``.
 
-Kept apart from ``cli.py`` (which wires ``images_app`` in). ``build`` takes a matrix
+Kept apart from ``app.py`` (which wires ``images_app`` in). ``build`` takes a matrix
 file, so the images are exactly the ones its sweep would use (same recipes, same
 ``images:`` options); a tag that exists is reported, not rebuilt.
 """
@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli_common import Commands, console
+from orchestrator.cli.common import Commands, console
 from orchestrator.paths import runs_dir
 
 images_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Engine images for `runtime: docker`.")

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from orchestrator.cli_common import DbOpt, console, fail, open_store
+from orchestrator.cli.common import DbOpt, console, fail, open_store
 from vmatrix.cells import Cell
 
 

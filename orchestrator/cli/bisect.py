@@ -1,6 +1,6 @@
 """``vmatrix bisect``: find the release (or commit) where one cell's behaviour changed.
 
-Kept apart from cli.py so the command can be registered on the main app with one line
+Kept apart from app.py so the command can be registered on the main app with one line
 (``app.command("bisect")(bisect)``). Every step is a stored cell run, so an
 interrupted bisect is resumed by running the same command again.
 """
@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli_common import DB_HELP, console, err, error_line, fail, open_store
+from orchestrator.cli.common import DB_HELP, console, err, error_line, fail, open_store
 from orchestrator.paths import runs_dir
 
 if TYPE_CHECKING:  # imported by the command: loading the bisect machinery slows every other command

@@ -1,6 +1,6 @@
 """``vmatrix traces synth|inspect|import``: make, read and convert replay traces.
 
-Kept apart from ``cli.py`` (which wires ``traces_app`` in) and free of imports
+Kept apart from ``app.py`` (which wires ``traces_app`` in) and free of imports
 from it. A bad trace or input file is one error line naming file and line, exit 2,
 like a bad matrix file.
 """
@@ -24,7 +24,7 @@ from jobs.traces import (
     synth_trace,
     trace_digest,
 )
-from orchestrator.cli_common import Commands, console, err, fail
+from orchestrator.cli.common import Commands, console, err, fail
 
 traces_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Agent-session traces: synthesize, import, inspect.")
 

@@ -1,6 +1,6 @@
 """``vmatrix results compare|export|diff`` and ``vmatrix report``.
 
-Kept apart from ``cli.py`` (which wires them in) and free of imports from it, so the
+Kept apart from ``app.py`` (which wires them in) and free of imports from it, so the
 two modules can import each other's commands in either order. Heavy imports stay
 inside the commands: ``vmatrix --help`` should not load numpy or pyarrow.
 """
@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli_common import Commands, DbOpt, console, err, fail, gc_paused, open_for_reading, open_store
+from orchestrator.cli.common import Commands, DbOpt, console, err, fail, gc_paused, open_for_reading, open_store
 
 if TYPE_CHECKING:
     from db.compare import Comparison, Interval, PairResult, Rates

@@ -1,7 +1,7 @@
 """What `vmatrix sweep run` shows while a sweep runs: one row per cell, its phase and its
 long step (vmatrix.progress), Rich bars on a terminal, plain lines anywhere else.
 
-Kept apart from ``cli.py`` so the display is tested without a sweep
+Kept apart from ``app.py`` so the display is tested without a sweep
 (tests/test_progress.py feeds it the phases and steps a sweep sends).
 """
 

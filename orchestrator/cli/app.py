@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli_bisect import bisect
-from orchestrator.cli_common import Commands, DbOpt, console, fail, gc_paused, open_for_reading, open_store
-from orchestrator.cli_images import images_app
-from orchestrator.cli_noise import results_noise
-from orchestrator.cli_regrade import results_regrade
-from orchestrator.cli_results import report, results_extra
-from orchestrator.cli_traces import traces_app
+from orchestrator.cli.bisect import bisect
+from orchestrator.cli.common import Commands, DbOpt, console, fail, gc_paused, open_for_reading, open_store
+from orchestrator.cli.images import images_app
+from orchestrator.cli.noise import results_noise
+from orchestrator.cli.regrade import results_regrade
+from orchestrator.cli.results import report, results_extra
+from orchestrator.cli.traces import traces_app
 from orchestrator.paths import runs_dir
 
 if TYPE_CHECKING:
@@ -165,9 +165,9 @@ def sweep_run(
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
     from db.queries import lookup_table, render_table
+    from orchestrator.cli.sweep_view import SweepView
     from orchestrator.matrix import describe_knobs
     from orchestrator.scheduler import run_sweep
-    from orchestrator.sweep_view import SweepView
 
     plan = _plan(matrix, engine, controls_only)
     if runtime not in (None, "local", "docker"):
@@ -352,7 +352,7 @@ def results_show(
         console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
         return
     from db.reads import metric_totals_for
-    from orchestrator.show_view import expectations_for, render_cell
+    from orchestrator.cli.show_view import expectations_for, render_cell
 
     newest = detail.runs[0].summary.run_id if detail.runs else None
     counters = metric_totals_for(store, [r.summary.run_id for r in detail.runs])
@@ -384,7 +384,7 @@ def results_table(
         # Only for a terminal (or a width the user set): piped into a file or a script the
         # grid is printed as it always was, whatever Rich's default width of 80.
         if fmt == "text" and not wide and (console.is_terminal or "COLUMNS" in os.environ):
-            from orchestrator.table_view import fits, render_narrow
+            from orchestrator.cli.table_view import fits, render_narrow
 
             # A grid wider than the terminal folds into one word a line: a list instead.
             if not fits(out, console.width):
@@ -394,7 +394,3 @@ def results_table(
 
 def main() -> None:
     app()
-
-
-if __name__ == "__main__":
-    main()

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli_common import DbOpt, console, fail, open_store
+from orchestrator.cli.common import DbOpt, console, fail, open_store
 
 
 def results_noise(
