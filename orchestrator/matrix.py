@@ -8,6 +8,7 @@ control that is not itself in the matrix is added, so every cell can be graded.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,13 @@ class Plan:
             raise SpecError("{engine} {name}: not an engine of this matrix (engines: {known})", name=unknown[0],
                             known=", ".join(versions))
         return Plan(self.spec, [c for c in self.cells if c.engine.vllm in wanted or c.engine.label in wanted])
+
+    def only_cells(self, keep: Callable[[Cell], bool]) -> Plan:
+        """The cells ``keep`` picks, each with its control (a hunting matrix is large; a
+        host runs the part it has time for, with the same cell ids)."""
+        picked = [c for c in self.cells if keep(c)]
+        controls = {c.control_id for c in picked if c.control_id}
+        return Plan(self.spec, [c for c in self.cells if c in picked or c.id in controls])
 
     def only_controls(self) -> Plan:
         """The controls alone: run again with ``--rerun``, they measure the noise floor."""
