@@ -329,10 +329,6 @@ class Resources(_Strict):
         return gpus
 
     @property
-    def shares_gpu(self) -> bool:
-        return 0 < self.gpus < 1
-
-    @property
     def memory_share(self) -> float | None:
         return memory_share(self.gpus)
 
