@@ -36,10 +36,14 @@ measure() {  # LABEL FRACTION MATRIX
   echo "$1 $2 $t0 $t1 $rc" >>"$OUT"
 }
 
+# A GPU in an exclusive compute mode takes one process at a time: no packing there.
+mode=$(nvidia-smi --query-gpu=name,compute_mode --format=csv,noheader 2>/dev/null | tr '\n' ';' || true)
+echo "# GPUs: ${mode:-no nvidia-smi}" >>"$OUT"
 steps=("$@")
 ((${#steps[@]})) || steps=(warmup:1 serial:1 half:0.5 quarter:0.25)
 for item in "${steps[@]}"; do
   IFS=: read -r label fraction <<<"$item"
+  if [[ $mode == *Exclusive* && $fraction != 1 ]]; then echo "# $label skipped: exclusive compute mode" >>"$OUT"; continue; fi
   if [ "$label" = warmup ]; then measure "$label" "$fraction" "$WARMUP"; else measure "$label" "$fraction" "$MATRIX"; fi
 done
 echo PACKING-DONE >>"$OUT"
