@@ -39,6 +39,21 @@ def path_trap(path: str, method: str) -> str | None:
     return None
 
 
+MEMORY_FLAG = "--gpu-memory-utilization"
+
+
+def flag_value(argv: tuple[str, ...] | list[str], flag: str) -> str | None:
+    """The value ``argv`` gives ``flag`` (``--flag V`` or ``--flag=V``; the last one, as
+    argparse takes it), or None."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.partition("=")[2]
+    return value
+
+
 def engine_argv(
     python: Path,
     recipe: EngineRecipe,
@@ -48,12 +63,14 @@ def engine_argv(
     kv_transfer: dict[str, Any] | None = None,
     host: str = "127.0.0.1",
     draft_model: str | None = None,
+    memory_share: float | None = None,
 ) -> list[str]:
     """``kv_transfer``: the KV connector's config (LMCache, orchestrator/lmcache.py).
     ``host``: 127.0.0.1 for a local process; 0.0.0.0 inside a container, whose port
     is published on the host's 127.0.0.1 only. ``draft_model``: the folder a
     `speculative.model: canary:NAME` drafter is served from (orchestrator.canary.draft_dir),
-    in place of the ref."""
+    in place of the ref. ``memory_share``: the engine's --gpu-memory-utilization on a
+    GPU it shares (orchestrator/runtimes/gpu_share.py), unless the knobs' extra_args set one."""
     version = Version(recipe.vllm)
     argv = [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
@@ -97,7 +114,10 @@ def engine_argv(
         argv.append("--async-scheduling" if knobs["async_scheduling"] else "--no-async-scheduling")
     if kv_transfer is not None:
         argv += ["--kv-transfer-config", json.dumps(kv_transfer, sort_keys=True)]
-    argv += list(knobs.get("extra_args") or ())
+    extra = list(knobs.get("extra_args") or ())
+    if memory_share is not None and flag_value(extra, MEMORY_FLAG) is None:
+        argv += [MEMORY_FLAG, f"{memory_share:g}"]
+    argv += extra
     return argv
 
 

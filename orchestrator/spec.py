@@ -410,9 +410,42 @@ class Grading(_Strict):
         return kinds
 
 
+# Of a shared GPU, what each engine keeps outside its --gpu-memory-utilization: vLLM
+# measures the memory it requests (utilization x the whole GPU) from a snapshot taken
+# after the engine's CUDA context and NCCL buffers exist (vllm/v1/worker/gpu_worker.py,
+# `init_device`), so those come on top: about 0.5-1 GiB, under 1% of an H200 and 3% of a
+# 24 GB GPU.
+GPU_HEADROOM = 0.03
+MIN_MEMORY_SHARE = 0.02
+
+
 class Resources(_Strict):
+    """What a cell asks Ray for. ``gpus`` below 1 shares a GPU: Ray places up to 1/gpus
+    such cells on one GPU (orchestrator/runtimes/gpu_share.py)."""
+
     gpus: float = Field(default=0, ge=0)
     cpus: float = Field(default=1, gt=0)
+
+    @field_validator("gpus")
+    @classmethod
+    def _placeable(cls, gpus: float) -> float:
+        if gpus > 1 and not float(gpus).is_integer():
+            raise ValueError(f"{gpus}: more than one GPU must be a whole number (Ray shares single GPUs only)")
+        if 0 < gpus < 1 and gpus - GPU_HEADROOM < MIN_MEMORY_SHARE:
+            raise ValueError(f"{gpus} of a GPU leaves no memory share: each engine keeps {GPU_HEADROOM} of the GPU "
+                             f"outside its --gpu-memory-utilization, so a fraction must be at least "
+                             f"{GPU_HEADROOM + MIN_MEMORY_SHARE:g}")
+        return gpus
+
+    @property
+    def memory_share(self) -> float | None:
+        return memory_share(self.gpus)
+
+
+def memory_share(gpus: float) -> float | None:
+    """The --gpu-memory-utilization of an engine given ``gpus`` of a GPU it shares; None
+    for whole GPUs (vLLM's own default then)."""
+    return round(gpus - GPU_HEADROOM, 4) if 0 < gpus < 1 else None
 
 
 class Timeouts(_Strict):

@@ -40,6 +40,7 @@ class EngineStart:
     gpu_ids: list[str]  # Ray's ids for the task
     log_path: Path  # the engine's log
     run_dir: Path  # the cell run's own folder (LMCache state)
+    memory_share: float | None = None  # --gpu-memory-utilization on a GPU shared with other cells
 
 
 class Runtime(Protocol):

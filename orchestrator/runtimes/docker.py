@@ -283,7 +283,7 @@ class DockerRuntime:
         draft = draft_dir(cell.knobs)
         drafter = on_host_path(str(draft)) if draft else None
         argv = engine_argv(env.python, cell.engine, cell.knobs, model, CONTAINER_PORT, host="0.0.0.0",
-                           draft_model=drafter)
+                           draft_model=drafter, memory_share=start.memory_share)
         labels = {LABEL_SWEEP: self.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: self.owner} if self.owner else {}) \
             | ({LABEL_NODE: ray.get_runtime_context().get_node_id()} if ray.is_initialized() else {})
         engine = EngineContainer(

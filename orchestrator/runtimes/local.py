@@ -16,6 +16,7 @@ import signal
 import site
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -387,6 +388,19 @@ def _engine_environ(extra: dict[str, str]) -> dict[str, str]:
     return env | {OWNER_ENV: owner_id()} | extra
 
 
+def _group_alive(pgid: int) -> bool:
+    """True while a process of group ``pgid`` runs (zombies, whose memory is freed, do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid pgrp ...": comm may hold spaces, so split after its ')'.
+            state, _, pgrp = stat.read_text().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            return True
+    return False
+
+
 @dataclass
 class EngineProcess:
     """A vLLM server in its own process group, so teardown reaches every child.
@@ -454,11 +468,16 @@ class EngineProcess:
                 except subprocess.TimeoutExpired:
                     continue
         if self.proc is not None:
-            # The group may outlive its leader (engine-core children): reap it too.
+            # The group may outlive its leader (engine-core children): reap it too, and
+            # wait until it is gone: a GPU engine's memory is free only then, and the next
+            # engine on that GPU may be let in (runtimes/gpu_share.py).
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            deadline = time.monotonic() + 10
+            while _group_alive(self.proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -496,7 +515,8 @@ class LocalRuntime:
         lmc = lmcache.prepare(cell.knobs, env.python, start.run_dir, (free_port(), free_port()))
         model, draft = served_paths(cell.model.path, cell.model.name, cell.knobs)
         argv = engine_argv(env.python, cell.engine, cell.knobs, model, start.port,
-                           kv_transfer=lmc.kv_transfer if lmc else None, draft_model=draft)
+                           kv_transfer=lmc.kv_transfer if lmc else None, draft_model=draft,
+                           memory_share=start.memory_share)
         env_vars = dict(start.env)
         if start.gpu_ids:
             env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(start.gpu_ids)

@@ -20,6 +20,10 @@ from pathlib import Path
 
 from vmatrix.progress import ENGINE, Step
 
+# The engine core has profiled its memory, allocated its KV cache and warmed up: from here
+# on its memory use stays put (orchestrator/runtimes/gpu_share.py).
+KV_CACHE_READY = "engine core ready"
+
 # (text in the line, phase), tried in order; the first that a line holds names its phase.
 # Phases follow the order vLLM goes through them; a later line may repeat an earlier
 # phase (a drafter's weights), which is shown as it comes.
@@ -38,7 +42,7 @@ PHASES: tuple[tuple[str, str], ...] = (
     ("KV cache size:", "KV cache allocated"),
     ("Capturing CUDA graphs", "capturing CUDA graphs"),
     ("Graph capturing finished", "CUDA graphs captured"),
-    ("init engine (profile, create kv cache, warmup model) took", "engine core ready"),
+    ("init engine (profile, create kv cache, warmup model) took", KV_CACHE_READY),
     ("Starting vLLM server on", "starting the API server"),
     ("Application startup complete", "API up, waiting for /health"),
 )
