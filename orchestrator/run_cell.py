@@ -22,10 +22,13 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from images.gpu_gate import gate_env, hook_id
+from images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
 from jobs.replay import model_end_tokens, replay
 from jobs.workload import build_workload, layout_block, requests_digest
 from orchestrator import lmcache
@@ -77,25 +80,45 @@ def shared_gpu_share(cell: Cell, gpu_ids: list[str]) -> float | None:
     return memory_share(float(cell.resources.get("gpus", 0)))
 
 
-def engine_start(cell: Cell, runtime: Runtime, engine_log: Path, gpu_ids: list[str], run_dir: Path) -> EngineStart:
+def engine_start(cell: Cell, runtime: Runtime, engine_log: Path, gpu_ids: list[str], run_dir: Path,
+                 gate: Sequence[Path] = ()) -> EngineStart:
     """What the runtime needs to start the cell's engine: its environment variables, a
-    port, CPUs and GPUs, and on a shared GPU its memory share."""
+    port, CPUs and GPUs, and on a shared GPU its memory share (and, with ``gate``, the
+    GPU gate's files the engine takes itself: images/gpu_gate)."""
     env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
     if runtime.owner:
         env_vars[OWNER_ENV] = runtime.owner
+    if gate:
+        env_vars |= gate_env(gate)
     return EngineStart(cell=cell, env=env_vars, port=free_port(),
                        cpus=tuple(engine_cpus(gpu_ids)) if cell.engine.accelerator == "cuda" else (),
                        gpu_ids=gpu_ids, log_path=engine_log, run_dir=run_dir,
                        memory_share=shared_gpu_share(cell, gpu_ids))
 
 
+@dataclass(frozen=True)
+class _Built:
+    engine: Engine
+    fingerprint: dict[str, Any]
+    lmc: lmcache.LMCacheSetup | None
+    whole_start_gate: str | None  # on a shared GPU: why the orchestrator holds its gate around the whole start
+
+
 def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_ids: list[str],
-            run_dir: Path, progress: StepReport | None) -> tuple[Engine, dict, lmcache.LMCacheSetup | None]:
+            run_dir: Path, progress: StepReport | None, gate: GpuGate | None) -> _Built:
     """The runtime's engine environment (built if needed), an engine for the cell in it
-    (not started yet), and the cell's LMCache setup. Raises BuildError."""
+    (not started yet), and the cell's LMCache setup; on a shared GPU, the engine takes
+    its ``gate`` itself where it can. Raises BuildError."""
     env = runtime.environment(cell.engine, log_dir, progress)
-    engine, lmc = runtime.engine(env, engine_start(cell, runtime, engine_log, gpu_ids, run_dir))
-    return engine, env.fingerprint, lmc
+    whole = runtime.cannot_gate_in_engine(env) if gate is not None else None
+    in_engine = gate is not None and whole is None
+    engine, lmc = runtime.engine(env, engine_start(cell, runtime, engine_log, gpu_ids, run_dir,
+                                                   gate.paths if gate is not None and in_engine else ()))
+    fingerprint = dict(env.fingerprint)
+    if gate is not None:  # a scheduling shim, not the stack: named so a verdict can be traced to it
+        fingerprint["gpu_gate"] = (f"in the engine, {BEGIN} .. {END}: {hook_id()}" if in_engine
+                                   else f"the whole start, held by the orchestrator: {whole}")
+    return _Built(engine, fingerprint, lmc, whole)
 
 
 def engine_layout(spec: WorkloadSpec, log_path: Path, block_knob: int | None) -> Layout:
@@ -214,10 +237,15 @@ def run_cell(
     say(runtime.building)
     t = time.monotonic()
     try:
-        engine, outcome.fingerprint, lmc = _engine(cell, runtime, log_dir, engine_log, gpu_ids,
-                                                   log_dir / f"{cell.id}-{stamp}", progress)
+        built = _engine(cell, runtime, log_dir, engine_log, gpu_ids, log_dir / f"{cell.id}-{stamp}", progress, gate)
     except BuildError as exc:
         return finish(status="startup_failed", signature=str(exc), message=str(exc))
+    engine, outcome.fingerprint, lmc = built.engine, built.fingerprint, built.lmc
+    # The engine takes the gate itself around its memory-critical start; else the
+    # orchestrator holds it from spawn to the KV cache (runtimes/gpu_share.py).
+    start_gate = gate if built.whole_start_gate is not None else None
+    if start_gate is not None:
+        say(f"the GPU's gate covers the engine's whole start: {built.whole_start_gate}")
     timings["env_s"] = time.monotonic() - t
     sidecar = None
     if lmc is not None and lmc.sidecar is not None:
@@ -239,39 +267,67 @@ def run_cell(
     restart_failed: dict[str, str] = {}  # phase -> the restarted engine's state
 
     def wait_for_gate() -> None:
-        if gate is not None:
-            say(f"waiting for GPU {','.join(gpu_ids)}: another engine starts or stops there")
+        say(f"waiting for GPU {','.join(gpu_ids)}: another engine starts or stops there")
+
+    def take_gate() -> None:
+        """The gate, for a stop (its memory is freed) or a whole start; not waited for
+        while this cell's own engine holds it."""
+        assert gate is not None
+        timings["gpu_gate_wait_s"] = timings.get("gpu_gate_wait_s", 0.0) + gate.acquire(wait_for_gate, engine.owns)
+
+    def stop_engine() -> None:
+        if gate is None or gate.held:
+            engine.stop()
+        else:
+            take_gate()
+            try:
+                engine.stop()
+            finally:
+                gate.release()
+
+    def watch_start() -> StartWatch:
+        """A watch for the start about to begin; a whole-start gate opens on its KV cache."""
+        return StartWatch(engine.log_path, progress, on_kv_cache=start_gate.release if start_gate else None)
+
+    def await_start(watch: StartWatch) -> str:
+        """Wait for the start; the engine's own wait at the gate is timed apart."""
+        try:
+            return _wait_started(engine, timeouts.startup_s, companions, watch)
+        finally:
+            if start_gate is not None:
+                start_gate.release()
+            if watch.follower.gate_wait_s is not None:
+                timings["gpu_gate_wait_s"] = timings.get("gpu_gate_wait_s", 0.0) + watch.follower.gate_wait_s
 
     def start_engine(stop_first: bool = False) -> str:
         """Start the engine (``stop_first``: what is left of a failed start goes first) and
-        wait until it serves, or will not; on a shared GPU behind its gate until the KV
-        cache is allocated."""
-        if gate is not None:
-            timings["gpu_gate_wait_s"] = timings.get("gpu_gate_wait_s", 0.0) + gate.acquire(wait_for_gate)
+        wait until it serves, or will not; on a shared GPU its memory-critical start
+        passes the gate (the engine takes it, or the orchestrator for the whole start)."""
+        if stop_first:
+            stop_engine()
+        if start_gate is not None:
+            take_gate()
+        watch = watch_start()
         try:
-            if stop_first:
-                engine.stop()
-            watch = StartWatch(engine.log_path, progress, on_kv_cache=gate.release if gate else None)
             engine.start()
-            return _wait_started(engine, timeouts.startup_s, companions, watch)
-        finally:
-            if gate is not None:
-                gate.release()
+        except BaseException:
+            if start_gate is not None:
+                start_gate.release()
+            raise
+        return await_start(watch)
 
     def restart_engine() -> str:
         with lock:
             if closed:
                 return "exited"
-            if gate is not None:  # the stop frees memory: behind the gate, held on through the new start
-                timings["gpu_gate_wait_s"] = timings.get("gpu_gate_wait_s", 0.0) + gate.acquire(wait_for_gate)
-            engine.stop()
-            watch = StartWatch(engine.log_path, progress, on_kv_cache=gate.release if gate else None)
+            if start_gate is not None:  # the stop frees memory: behind the gate, held on through the new start
+                take_gate()
+                engine.stop()
+            else:
+                stop_engine()
+            watch = watch_start()
             engine.start()
-        try:
-            return _wait_started(engine, timeouts.startup_s, companions, watch)
-        finally:
-            if gate is not None:
-                gate.release()
+        return await_start(watch)
 
     async def restart(phase: str) -> bool:
         say(f"restarting engine after {phase}")
@@ -380,11 +436,9 @@ def run_cell(
         t = time.monotonic()
         with lock:
             closed = True
-            if gate is None or gate.held:  # held: this cell's restart is starting it, no one else is
-                engine.stop()
-            else:  # its memory is freed: not while another engine on the GPU profiles
-                with gate.passing(wait_for_gate):
-                    engine.stop()
+            # Its memory is freed: not while another engine on the GPU profiles (held
+            # already: this cell's restart is starting it, no one else is).
+            stop_engine()
         if sidecar is not None:
             sidecar.stop()
         if lmc is not None and lmc.l2_dir is not None:

@@ -24,14 +24,17 @@ from typing import Any
 import pytest
 import ray
 
+from images.gpu_gate import FOLDER
+from images.gpu_gate.vmatrix_gpu_gate import ENV
 from orchestrator.engine_args import engine_argv
 from orchestrator.matrix import expand
 from orchestrator.run_cell import engine_start, gpu_ids_for, run_cell
 from orchestrator.runtimes import EngineStart
-from orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, profiling_collision
+from orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, flock_holders, profiling_collision
 from orchestrator.runtimes.local import EngineProcess, LocalRuntime
 from orchestrator.scheduler import _start_local_ray, task_options
 from orchestrator.spec import Resources, SpecError, Timeouts, parse_spec
+from tests.test_gpu_gate import ENGINE, fake_vllm
 from vmatrix.cells import Cell, ModelRef
 from vmatrix.recipe import EngineRecipe
 
@@ -234,6 +237,9 @@ class ScriptRuntime:
     def environment(self, recipe: EngineRecipe, log_dir: Path, progress: object = None) -> _Env:
         return _Env()
 
+    def cannot_gate_in_engine(self, env: _Env) -> str | None:
+        return "a scripted engine has no vLLM worker"  # the orchestrator holds the gate for the whole start
+
     def engine(self, env: _Env, start: EngineStart) -> tuple[EngineProcess, None]:
         self.starts.append(start)
         count = self.events.parent / f"starts-{start.cell.id}"
@@ -295,6 +301,80 @@ def test_engines_sharing_a_gpu_start_one_at_a_time_until_their_kv_cache_is_alloc
         assert out.status == "startup_failed" and out.signature == "ValueError: the stack's own refusal"
         assert out.timings["startup_s"] > 0
     assert outcomes[second].timings["gpu_gate_wait_s"] >= 0.2  # it waited, and the wait is timed apart
+    assert outcomes[first].fingerprint["gpu_gate"] == \
+        "the whole start, held by the orchestrator: a scripted engine has no vLLM worker"
+    assert all(ENV not in s.env for s in runtime.starts)  # the engine was not given the gate's files
+
+
+@dataclass
+class GatedRuntime:
+    """A runtime whose engine takes the gate itself: tests/test_gpu_gate.py's scripted
+    engine (a fake vLLM worker under the real hook), started by run_cell's own path."""
+
+    folder: Path
+    fake: dict[str, str]
+    starts: list[EngineStart] = field(default_factory=list)
+    name: str = "gated"
+    building: str = "no environment to build"
+    owner: str = ""
+
+    def environment(self, recipe: EngineRecipe, log_dir: Path, progress: object = None) -> _Env:
+        return _Env()
+
+    def cannot_gate_in_engine(self, env: _Env) -> str | None:
+        return None
+
+    def engine(self, env: _Env, start: EngineStart) -> tuple[EngineProcess, None]:
+        self.starts.append(start)
+        fake = {"FAKE_TREE": str(fake_vllm(self.folder / "fake")), "FAKE_EVENTS": str(self.folder / "events"),
+                "FAKE_NAME": start.cell.id} | self.fake
+        return EngineProcess(argv=[sys.executable, "-c", ENGINE], env=start.env | fake, log_path=start.log_path,
+                             port=start.port), None
+
+    def reap(self) -> list[str]:
+        return []
+
+    def remove_lost_attempts(self, cell_id: str | None = None, node: str | None = None) -> list[tuple[str, str]]:
+        return []
+
+
+def test_engines_that_gate_themselves_start_together_and_profile_in_turn(gpu0: Path) -> None:
+    runtime = GatedRuntime(gpu0, {"FAKE_IMPORT_S": "2", "FAKE_HOLD_S": "1",
+                                  "FAKE_LAST_LINE": "ValueError: the stack's own refusal"})
+    cells = [_cell("a"), _cell("b")]
+    outcomes: dict[str, Any] = {}
+    threads = [threading.Thread(target=lambda c=c: outcomes.__setitem__(c.id, run_cell(
+        c, gpu0 / "logs", Timeouts(startup_s=60, replay_s=30), runtime=runtime))) for c in cells]  # type: ignore[arg-type]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    at = {(w, c): t for w, c, t in _events(gpu0 / "events")}
+    a, b = (c.id for c in cells)
+    first, second = (a, b) if at[("begin", a)] < at[("begin", b)] else (b, a)
+    # Both spawned at once, not one after the other's KV cache ...
+    assert at[("spawn", second)] < at[("imported", first)]
+    # ... and their windows, memory snapshot to warm-up, one at a time.
+    assert at[("begin", second)] >= at[("end", first)]
+    gate_file = GpuGate(["0"]).paths[0]
+    for start in runtime.starts:
+        assert start.env[ENV] == str(gate_file) and start.env["PYTHONPATH"] == str(FOLDER)
+    for cell in cells:
+        out = outcomes[cell.id]
+        assert out.status == "startup_failed" and out.signature == "ValueError: the stack's own refusal"
+        assert out.fingerprint["gpu_gate"].startswith(
+            "in the engine, init_device .. compile_or_warm_up_model: images/gpu_gate/vmatrix_gpu_gate.py sha256:")
+    # The second engine's wait, from its own line, is timed apart from its start.
+    assert outcomes[second].timings["gpu_gate_wait_s"] >= 0.5
+    assert outcomes[first].timings.get("gpu_gate_wait_s", 0) < 0.5
+
+
+def test_an_engine_that_hangs_in_its_window_is_stopped_without_waiting_for_itself(gpu0: Path) -> None:
+    runtime = GatedRuntime(gpu0, {"FAKE_PROFILE_S": "300"})
+    t0 = time.monotonic()
+    out = run_cell(_cell("hung"), gpu0 / "logs", Timeouts(startup_s=5, replay_s=30), runtime=runtime)  # type: ignore[arg-type]
+    assert out.status == "timeout" and time.monotonic() - t0 < 60
+    assert flock_holders(GpuGate(["0"]).paths[0]) == set()  # its engine is gone, the gate with it
 
 
 def test_a_whole_gpu_cell_passes_no_gate_and_gets_no_share(gpu0: Path) -> None:
@@ -307,7 +387,7 @@ def test_a_whole_gpu_cell_passes_no_gate_and_gets_no_share(gpu0: Path) -> None:
     finally:
         blocker.release()
     assert out.signature == "ValueError: the stack's own refusal" and "gpu_gate_wait_s" not in out.timings
-    assert runtime.starts[0].memory_share is None
+    assert runtime.starts[0].memory_share is None and "gpu_gate" not in out.fingerprint
 
 
 # vLLM's messages for an engine its share cannot hold, as vllm/v1/worker/utils.py

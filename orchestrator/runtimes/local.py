@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from filelock import FileLock
 
+from images.gpu_gate import cannot_gate
 from images.recipe import (
     CPU_UNWANTED,
     find_links,
@@ -482,6 +483,13 @@ class EngineProcess:
             self._log.close()
             self._log = None
 
+    def owns(self, pid: int) -> bool:
+        # The engine's processes keep its process group (start_new_session), whatever they fork.
+        try:
+            return self.proc is not None and os.getpgid(pid) == self.proc.pid
+        except OSError:
+            return False
+
     def signature(self) -> str | None:
         if not self.log_path.exists():
             return None
@@ -508,6 +516,10 @@ class LocalRuntime:
 
     def remove_lost_attempts(self, cell_id: str | None = None, node: str | None = None) -> list[tuple[str, str]]:
         return []  # a local engine is a process of its node: it goes with the node
+
+    def cannot_gate_in_engine(self, env: EngineEnvironment) -> str | None:
+        assert isinstance(env, EngineEnv)
+        return cannot_gate(_site_packages(env.root))
 
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[EngineProcess, lmcache.LMCacheSetup | None]:
         cell = start.cell
