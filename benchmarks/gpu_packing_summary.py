@@ -5,9 +5,15 @@
 Prints markdown: per cell and step, the engine's start (and the wait for the GPU's gate,
 runtimes/gpu_share.py), the replay and the verdict; per step, the command's wall time,
 the cells' span, the longest cell, the wall over the longest cell (the issue's goal: at
-most 1.5 packed), peak GPU memory used (nvidia-smi, sampled by the driver), and whether
-the verdicts and the generated tokens equal the serial step's. Where the engine logs are
-readable (on the host), where each start's time went, from vLLM's own timestamped lines.
+most 1.5 packed), peak GPU memory used (nvidia-smi, sampled by the driver), where the
+gate was held (in the engine, images/gpu_gate, or around the whole start: the runs'
+fingerprints), and whether the verdicts and the generated tokens equal the serial
+step's. A control that runs twice a step (``grading: calibrate: true``) is two rows, the
+second "(repeat)", each compared with its own in the serial step. Where the engine logs
+are readable (on the host), where each start's time went, from vLLM's own timestamped
+lines, with the engine's wait at the gate, its time inside it, and the KV cache memory
+vLLM found: equal for one cell at one fraction whatever the other engines did, if the
+gate keeps their profiling apart.
 """
 
 from __future__ import annotations
@@ -45,30 +51,45 @@ def cell_name(db: sqlite3.Connection, cell_id: str) -> str:
         parts.append("prefix caching")
     if spec := knobs.get("speculative"):
         parts.append(f"{spec['method'].upper()} k={spec['num_speculative_tokens']}")
+    if knobs.get("async_scheduling") is False:
+        parts.append("async scheduling off")
     return ", ".join(parts) or "control"
+
+
+REPEAT = "#2"  # the key of a cell's second run in one step (a calibrated control)
 
 
 def load_steps(db: sqlite3.Connection, packing_txt: Path) -> list[Step]:
     steps = []
     for line in packing_txt.read_text().splitlines():
         parts = line.split()
-        if len(parts) != 5:
+        if len(parts) != 5 or line.startswith("#"):
             continue
         step = Step(parts[0], float(parts[1]), float(parts[2]), float(parts[3]), parts[4])
         sweeps = [r[0] for r in db.execute("select id from sweeps where created_at between ? and ?", (step.t0, step.t1))]
-        for run_id, cell_id, status, signature, timings, started, finished, log_path in db.execute(
-            "select id, cell_id, status, signature, timings, started_at, finished_at, log_path from runs "
+        for run_id, cell_id, status, signature, timings, fingerprint, started, finished, log_path in db.execute(
+            "select id, cell_id, status, signature, timings, fingerprint, started_at, finished_at, log_path from runs "
             f"where sweep_id in ({','.join('?' * len(sweeps))}) order by id", sweeps
         ):
             grade = db.execute("select verdict from grades where run_id = ? order by id desc limit 1", (run_id,)).fetchone()
-            step.runs[cell_id] = {
+            key = cell_id + REPEAT if cell_id in step.runs else cell_id
+            step.runs[key] = {
                 "id": run_id, "status": status, "signature": signature, "timings": json.loads(timings or "{}"),
+                "gate": gate_kind(json.loads(fingerprint or "{}")),
                 "started": started, "finished": finished, "log": log_path, "verdict": grade[0] if grade else status,
                 "tokens": {k: json.loads(t or "[]") for k, t in db.execute(
                     "select key, token_ids from requests where run_id = ?", (run_id,))},
             }
         steps.append(step)
     return steps
+
+
+def gate_kind(fingerprint: dict) -> str:
+    """Where a run's engine passed its GPU's gate, from the run's fingerprint (run_cell)."""
+    gate = fingerprint.get("gpu_gate")
+    if gate is None:
+        return "none (a whole GPU)"
+    return "in the engine" if gate.startswith("in the engine") else "the whole start"
 
 
 def gpu_memory(csv_path: Path) -> tuple[float | None, float | None, float | None]:
@@ -118,6 +139,12 @@ def start_phases(log_path: str | None) -> dict[str, float] | None:
                 seen[name] = (at - first).total_seconds()
         if (took := re.search(r"warmup model\) took ([\d.]+) s", line)) is not None:
             seen["kv_took"] = float(took[1])
+    # The engine's own gate lines (images/gpu_gate) and what its profiling left for the KV cache.
+    for name, pattern in (("gate_wait", r"vmatrix-gpu-gate: took the GPU gate after ([\d.]+) s"),
+                          ("gate_held", r"vmatrix-gpu-gate: gave the GPU gate back after ([\d.]+) s"),
+                          ("kv_gib", r"Available KV cache memory: (-?[\d.]+) GiB")):
+        if found := re.findall(pattern, text):
+            seen[name] = float(found[-1])
     return seen or None
 
 
@@ -127,8 +154,8 @@ def main(db_path: str, packing_txt: str) -> None:
     if not steps:
         sys.exit(f"{packing_txt}: no measured steps")
     serial = next((s for s in steps if s.fraction >= 1), steps[0])
-    cells = list(serial.runs) + [c for s in steps for c in s.runs if c not in serial.runs]
-    names = {c: cell_name(db, c) for c in cells}
+    cells = list(dict.fromkeys(list(serial.runs) + [c for s in steps for c in s.runs]))
+    names = {c: cell_name(db, c.removesuffix(REPEAT)) + (" (repeat)" if c.endswith(REPEAT) else "") for c in cells}
 
     def head(title: str) -> None:
         print(f"| {title} | " + " | ".join(f"{s.label} ({s.fraction:g} GPU)" for s in steps) + " |")
@@ -152,7 +179,7 @@ def main(db_path: str, packing_txt: str) -> None:
     head("")
     rows: dict[str, list[str]] = {k: [] for k in (
         "command wall", "cells' span", "longest cell", "wall / longest cell", "peak GPU memory used",
-        "mean GPU utilization", "verdicts equal to serial", "tokens identical to serial")}
+        "mean GPU utilization", "GPU gate held", "verdicts equal to serial", "tokens identical to serial")}
     for s in steps:
         runs = list(s.runs.values())
         span = max(r["finished"] for r in runs) - min(r["started"] for r in runs) if runs else float("nan")
@@ -171,6 +198,8 @@ def main(db_path: str, packing_txt: str) -> None:
         rows["wall / longest cell"].append(f"{s.wall / longest:.2f}" if longest else "-")
         rows["peak GPU memory used"].append(f"{peak / 1024:.1f} of {size / 1024:.0f} GiB" if peak else "not sampled")
         rows["mean GPU utilization"].append(f"{util:.0f}%" if util is not None else "not sampled")
+        kinds = [r["gate"] for r in runs]
+        rows["GPU gate held"].append(", ".join(f"{k} {kinds.count(k)}/{len(kinds)}" for k in dict.fromkeys(kinds)))
         rows["verdicts equal to serial"].append(f"{same_verdicts}/{len(s.runs)}")
         rows["tokens identical to serial"].append(f"{same}/{total} requests")
     for name, values in rows.items():
@@ -179,14 +208,18 @@ def main(db_path: str, packing_txt: str) -> None:
     phases = {(s.label, c): start_phases(r["log"]) for s in steps for c, r in s.runs.items()}
     if any(phases.values()):
         print("\nWhere each start went (s from the engine's first log line: engine core up, model load, KV cache "
-              "allocated [vLLM's own 'init engine took'], API server up)\n")
+              "allocated [vLLM's own 'init engine took'], API server up; then, from the engine's own gate lines, "
+              "its wait at the gate and its time inside it; and vLLM's 'Available KV cache memory')\n")
         head("cell")
         for c in cells:
             row = []
             for s in steps:
                 p = phases.get((s.label, c)) or {}
+                gate = (f"; gate: waited {p['gate_wait']:.1f}, held {p['gate_held']:.1f}"
+                        if "gate_wait" in p and "gate_held" in p else "")
                 row.append(" / ".join(f"{p[k]:.0f}" if k in p else "?" for k in ("core", "load", "kv", "serve"))
-                           + (f" [{p['kv_took']:.1f}]" if "kv_took" in p else ""))
+                           + (f" [{p['kv_took']:.1f}]" if "kv_took" in p else "") + gate
+                           + (f"; KV {p['kv_gib']:.2f} GiB" if "kv_gib" in p else ""))
             print(f"| {names[c]} | " + " | ".join(row) + " |")
 
 

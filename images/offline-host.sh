@@ -9,7 +9,7 @@
 #   offline-host.sh scaling MATRIX      benchmarks/gpu_scaling.sh in the background
 #   offline-host.sh verdicts [LABEL MATRIX RELEASE ...]
 #                                       benchmarks/gpu_verdicts.sh in the background (issue 16)
-#   offline-host.sh packing [RELEASE [LABEL:FRACTION ...]]
+#   offline-host.sh packing [RELEASE [MATRIX] [LABEL:FRACTION ...]]
 #                                       benchmarks/gpu_packing.sh in the background (issue 33)
 #   offline-host.sh complete RELEASE    mark vllm-RELEASE's uploads complete (after its last one)
 #   offline-host.sh restart-ray         a fresh Ray head (after changing the environment)
@@ -23,7 +23,8 @@
 # Canary cells share GPUs: VMATRIX_GPU_FRACTION (default 0.25) is the share of a GPU a
 # canary cell gets where its matrix asks for a whole one, grown to fit the matrix's own
 # --gpu-memory-utilization (0.3 -> 0.33: three engines a GPU); the engines on one GPU
-# start one at a time (docs/GPU.md, "Several engines on one GPU").
+# profile their memory one at a time, each taking the GPU's gate in its worker
+# (images/gpu_gate; docs/GPU.md, "Several engines on one GPU").
 # VMATRIX_GPU_FRACTION= (empty) runs one engine a GPU.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -115,5 +116,5 @@ EOF
       "$VMATRIX_DATA"/packing-mem-*.csv "$dest/" 2>/dev/null || true
     tar -czf "$dest/engine-logs.tgz" -C "$VMATRIX_DATA" logs 2>/dev/null || true ;;
   *)
-    sed -n '2,27p' "$0"; exit 2 ;;
+    sed -n '2,28p' "$0"; exit 2 ;;
 esac
