@@ -160,15 +160,18 @@ class StartWatch:
         self.progress = progress
         self.grace_s = GAVE_UP_GRACE_S if grace_s is None else grace_s
         self.on_kv_cache = on_kv_cache
+        self.kv_cache_ready = False
         self._gave_up_at: float | None = None
 
     def __call__(self) -> None:
         for phase in self.follower.poll():
             if self.progress is not None:
                 self.progress(phase)
-            if phase.detail == KV_CACHE_READY and self.on_kv_cache is not None:
-                self.on_kv_cache()
-                self.on_kv_cache = None
+            if phase.detail == KV_CACHE_READY:
+                self.kv_cache_ready = True
+                if self.on_kv_cache is not None:
+                    self.on_kv_cache()
+                    self.on_kv_cache = None
         if self.follower.gave_up is not None:
             self._gave_up_at = self._gave_up_at or time.monotonic()
             if time.monotonic() - self._gave_up_at >= self.grace_s:
@@ -269,17 +272,17 @@ def run_cell(
     def wait_for_gate() -> None:
         say(f"waiting for GPU {','.join(gpu_ids)}: another engine starts or stops there")
 
-    def take_gate() -> None:
+    def take_gate(timing: str = "gpu_gate_wait_s") -> None:
         """The gate, for a stop (its memory is freed) or a whole start; not waited for
         while this cell's own engine holds it."""
         assert gate is not None
-        timings["gpu_gate_wait_s"] = timings.get("gpu_gate_wait_s", 0.0) + gate.acquire(wait_for_gate, engine.owns)
+        timings[timing] = timings.get(timing, 0.0) + gate.acquire(wait_for_gate, engine.owns)
 
-    def stop_engine() -> None:
+    def stop_engine(timing: str = "gpu_gate_wait_s") -> None:
         if gate is None or gate.held:
             engine.stop()
         else:
-            take_gate()
+            take_gate(timing)
             try:
                 engine.stop()
             finally:
@@ -292,12 +295,17 @@ def run_cell(
     def await_start(watch: StartWatch) -> str:
         """Wait for the start; the engine's own wait at the gate is timed apart."""
         try:
-            return _wait_started(engine, timeouts.startup_s, companions, watch)
+            state = _wait_started(engine, timeouts.startup_s, companions, watch)
         finally:
             if start_gate is not None:
                 start_gate.release()
             if watch.follower.gate_wait_s is not None:
                 timings["gpu_gate_wait_s"] = timings.get("gpu_gate_wait_s", 0.0) + watch.follower.gate_wait_s
+        if gate is not None and start_gate is None and watch.kv_cache_ready and watch.follower.gate_wait_s is None:
+            # Given the hook, the engine's KV cache came without its "took the GPU gate" line.
+            say("the engine did not say it took the GPU's gate: its start was not gated")
+            outcome.fingerprint["gpu_gate"] += "; a start's log does not say it took the gate"
+        return state
 
     def start_engine(stop_first: bool = False) -> str:
         """Start the engine (``stop_first``: what is left of a failed start goes first) and
@@ -438,7 +446,7 @@ def run_cell(
             closed = True
             # Its memory is freed: not while another engine on the GPU profiles (held
             # already: this cell's restart is starting it, no one else is).
-            stop_engine()
+            stop_engine("gpu_gate_stop_wait_s")
         if sidecar is not None:
             sidecar.stop()
         if lmc is not None and lmc.l2_dir is not None:
