@@ -12,8 +12,8 @@ step's. A control that runs twice a step (``grading: calibrate: true``) is two r
 second "(repeat)", each compared with its own in the serial step. Where the engine logs
 are readable (on the host), where each start's time went, from vLLM's own timestamped
 lines, with the engine's wait at the gate, its time inside it, and the KV cache memory
-vLLM found: equal for one cell at one fraction whatever the other engines did, if the
-gate keeps their profiling apart.
+vLLM found: for one cell at one fraction independent of the GPU's other engines if the
+gate keeps their profiling apart (a calibrated control's two runs in one step agree).
 """
 
 from __future__ import annotations
@@ -183,7 +183,8 @@ def main(db_path: str, packing_txt: str) -> None:
     for s in steps:
         runs = list(s.runs.values())
         span = max(r["finished"] for r in runs) - min(r["started"] for r in runs) if runs else float("nan")
-        longest = max((r["timings"].get("total_s", 0) - r["timings"].get("gpu_gate_wait_s", 0) for r in runs), default=0)
+        longest = max((r["timings"].get("total_s", 0) - r["timings"].get("gpu_gate_wait_s", 0)
+                       - r["timings"].get("gpu_gate_stop_wait_s", 0) for r in runs), default=0)
         peak, size, util = gpu_memory(Path(packing_txt).parent / f"packing-mem-{s.label}.csv")
         same_verdicts = sum(1 for c, r in s.runs.items() if c in serial.runs and serial.runs[c]["verdict"] == r["verdict"])
         same, total = 0, 0
