@@ -133,3 +133,16 @@ def test_prompts_of_another_length_than_laid_out_are_a_gap() -> None:
         r.prompt_tokens += 5  # another template: every position is off
     verdict, summary, _ = _grade(cell, _run())
     assert verdict == "unexercised" and "not the length they were laid out for" in summary
+
+
+def test_a_cell_laid_out_on_another_block_than_its_control_is_not_graded_against_it() -> None:
+    from orchestrator.grading import layout_mismatch
+    from vmatrix.records import Layout
+
+    mine, theirs = _run(), _run()
+    mine.layout = Layout(384, "engine", 384, (), "a" * 64)
+    theirs.layout = Layout(768, "engine", 768, (), "b" * 64)
+    why = layout_mismatch(mine, theirs)
+    assert why is not None and "768-token blocks (engine), this cell's on 384" in why and "probe_block_tokens" in why
+    theirs.layout = Layout(384, "engine", 384, (), "a" * 64)
+    assert layout_mismatch(mine, theirs) is None

@@ -152,3 +152,26 @@ def test_the_engines_template_and_the_shipped_tokenizer_make_exactly_these_token
     for r, (text, tokens) in zip(requests, real, strict=True):
         assert text == _prompt(r), f"{r.key}: the engine renders another prompt"
         assert tokens == canary_tokens(text), f"{r.key}: the shipped tokenizer splits it otherwise"
+
+
+def test_the_layout_is_the_block_the_engine_says_else_an_explicit_one_else_a_guess(tmp_path: Path) -> None:
+    from jobs.workload import GUESSED_BLOCK
+    from orchestrator.run_cell import engine_layout
+
+    log = tmp_path / "engine.log"
+    log.write_text("(Worker pid=9) INFO [interface.py:989] Setting attention block size to 384 tokens to ensure ...\n"
+                   "(EngineCore pid=8) INFO [kv_cache_utils.py:772] kv cache group sizes [384, 384, 384]\n"
+                   "$ restarted\n(Worker pid=10) INFO Setting attention block size to 144 tokens to ensure ...\n")
+    shaped = WorkloadSpec(shapes=EVERY_SHAPE[:1])
+    layout = engine_layout(shaped, log, None)
+    assert (layout.block_tokens, layout.source, layout.attention_block) == (144, "engine", 144), "the last start's"
+    assert layout.group_blocks == (384, 384, 384)
+    log.write_text("nothing said\n")
+    assert engine_layout(shaped, log, 768).block_tokens == 768, "an explicit block_size the engine kept silently"
+    def placed(spec: WorkloadSpec, knob: int | None = None) -> tuple[int | None, str]:
+        layout = engine_layout(spec, log, knob)
+        return layout.block_tokens, layout.source
+
+    assert placed(shaped) == (GUESSED_BLOCK, "guessed")
+    assert placed(shaped.model_copy(update={"probe_block_tokens": 200})) == (200, "probe_block_tokens")
+    assert placed(WorkloadSpec()) == (None, "unshaped")
