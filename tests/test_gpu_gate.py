@@ -27,6 +27,7 @@ from images.gpu_gate import FOLDER, cannot_gate, gate_env
 from images.gpu_gate import vmatrix_gpu_gate as hook
 from orchestrator.paths import cache_dir
 from orchestrator.runtimes.gpu_share import GpuGate, flock_holders
+from orchestrator.runtimes.local import EngineEnv, LocalRuntime
 from orchestrator.runtimes.phases import LogFollower
 
 # vLLM's worker, reduced to the calls of a start; every step sleeps STEP seconds.
@@ -373,8 +374,11 @@ def test_the_installed_vllm_releases_have_the_worker_the_hook_gates() -> None:
     sites = [s for s in sites if (s / "vllm" / "v1" / "worker" / "gpu_worker.py").is_file()]
     if not sites:
         pytest.skip("no vLLM built in the cache yet")
-    assert {str(s): cannot_gate(s) for s in sites} == {str(s): None for s in sites}
+    envs = [EngineEnv(s.parents[2], s.parents[2] / "bin" / "python", {}, False) for s in sites]
+    assert {str(e.root): LocalRuntime().cannot_gate_in_engine(e) for e in envs} == {str(e.root): None for e in envs}
     assert {str(s): cannot_gate(s, "vllm.v1.worker.cpu_worker") for s in sites} == {str(s): None for s in sites}
+    assert LocalRuntime().cannot_gate_in_engine(EngineEnv(cache_dir() / "nowhere", Path("python"), {}, False)) == \
+        f"{cache_dir() / 'nowhere'} has no site-packages"
 
 
 # --- a real vLLM engine ----------------------------------------------------------------------

@@ -519,7 +519,8 @@ class LocalRuntime:
 
     def cannot_gate_in_engine(self, env: EngineEnvironment) -> str | None:
         assert isinstance(env, EngineEnv)
-        return cannot_gate(_site_packages(env.root))
+        site = next((env.root / "lib").glob("python3*/site-packages"), None)
+        return cannot_gate(site) if site is not None else f"{env.root} has no site-packages"
 
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[EngineProcess, lmcache.LMCacheSetup | None]:
         cell = start.cell
