@@ -41,7 +41,7 @@ EOF
 
 measure() {  # LABEL FRACTION MATRIX
   local mem=$VMATRIX_DATA/packing-mem-$1.csv smi="" t0 t1 rc matrix
-  if ! matrix=$(at_fraction "$3" "$2" "$1"); then echo "# $1: cannot read $3" >>"$OUT"; return; fi
+  if ! matrix=$(at_fraction "$3" "$2" "$1"); then echo "# $1: cannot write a copy of $3 at $2 of a GPU" >>"$OUT"; return; fi
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=timestamp,index,memory.used,memory.total,utilization.gpu --format=csv,noheader,nounits \
       -lms 500 >"$mem" 2>/dev/null &
