@@ -101,6 +101,29 @@ def test_each_variant_applies_to_its_release_and_dispatches_only_without_triton(
     assert body.index("if HAS_TRITON:") < body.index("cpu_mamba_align.KERNELS.items()")
 
 
+def test_0_30_0_s_owners_get_the_fallbacks_under_the_kernel_s_names_in_its_order(tmp_path: Path) -> None:
+    """0.30.0 launches its speculative-decoding kernels through JIT-warmup owners, which bind
+    a launch's arguments by the kernel's parameter names; the CPU fallbacks name theirs
+    otherwise (`positions` for `positions_ptr`). The stand-in the set gives an owner shows
+    the kernel's names and passes the values on in the kernel's order."""
+    site = _applied("0.30.0", tmp_path)
+    tree = ast.parse((site / "vllm/v1/worker/cpu_model_runner.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_KernelArgsInOrder")
+    ns: dict = {}
+    exec(compile(ast.Module(body=[cls], type_ignores=[]), "cpu_model_runner.py", "exec"),  # noqa: S102
+         {"inspect": __import__("inspect"), "Any": object}, ns)
+
+    def kernel(positions_ptr, block_table_ptr, block_table_stride, BLOCK: int):
+        raise AssertionError("the Triton placeholder must not run")
+
+    def fallback(positions, block_table, stride, BLOCK):
+        return (positions, block_table, stride, BLOCK)
+
+    stand_in = ns["_KernelArgsInOrder"](kernel, fallback)
+    assert stand_in.arg_names == ("positions_ptr", "block_table_ptr", "block_table_stride", "BLOCK")
+    assert stand_in[(4,)](BLOCK=8, block_table_stride=3, positions_ptr="p", block_table_ptr="b") == ("p", "b", 3, 8)
+
+
 PORT_CITATION = re.compile(r"``(\w+)``, vllm/v1/worker/mamba_utils\.py\s+lines\s+(.*?)\.\n", re.DOTALL)
 RANGE = re.compile(r"(\d+)-(\d+)\s+\(([^)]*)\)")
 

@@ -8,7 +8,12 @@ For each release in RELEASES, ``RELEASE/`` gets
 - ``0002-dispatch-the-ports-where-triton-is-absent.patch``: makes the CPU build use them
   where it already swaps in its other Triton fallbacks: the model runner's
   ``_postprocess_triton`` (0.27.1-0.30.0) or the platform's
-  ``register_triton_kernel_overrides`` (0.31.0 on); both skip it when Triton is there.
+  ``register_triton_kernel_overrides`` (0.31.0 on); both skip it when Triton is there;
+- 0.30.0 only, ``0003-point-the-jit-warmup-owners-at-the-cpu-fallbacks.patch``: the
+  speculative-decoding kernels that 0.30.0 launches through JIT-warmup owners get the
+  CPU fallbacks its runner already has (0.31.0 does this in
+  vllm/triton_utils/dispatcher.py); without it MTP dies on 0.30.0's CPU build, prefix
+  caching on or off.
 
 DIR holds each release's pristine files as the wheel has them, gzipped
 (``DIR/RELEASE/vllm/...py.gz``); the default is the test suite's copies,
@@ -68,6 +73,56 @@ PLATFORM_IMPORT_ANCHOR = "        from vllm.utils import cpu_triton_utils as cpu
 PLATFORM_IMPORT = "        from vllm.v1.worker import cpu_mamba_align\n"
 
 
+# 0.30.0 only: its JIT-warmup owners hold the kernels they launch (below).
+OWNERS_RELEASES = ("0.30.0",)
+OWNERS_ANCHOR = "            setattr(vllm.v1.worker.mamba_utils, name, cpu_tl._FuncWrapper(impl))\n"
+OWNERS_BLOCK = """
+        # vmatrix cpu-mamba-align, 0.30.0: the JIT-warmup owners that launch the
+        # speculative-decoding kernels hold the kernel itself, so the assignments above
+        # miss them and MTP dies on its first drafts ("Cannot inspect kernel parameters
+        # for function"). Point each owner still holding a Triton placeholder at its
+        # fallback above, launched with the kernel's arguments in their order: what
+        # 0.31.0's vllm/triton_utils/dispatcher.py (KernelOverride, _rebind_kernels) does.
+        from vllm.model_executor.warmup.jit_warmup_triton_helper import (
+            _DecoratedTritonJitKernel,
+        )
+
+        for module in (spec_decode_utils, vllm.v1.sample.rejection_sampler):
+            for owner in list(vars(module).values()):
+                if not isinstance(owner, _DecoratedTritonJitKernel):
+                    continue
+                kernel = owner.kernel
+                impl = getattr(cpu_tl, f"_{getattr(kernel, '__name__', '')}_impl", None)
+                if impl is None or hasattr(kernel, "arg_names") or hasattr(kernel, "func"):
+                    continue
+                owner.kernel = _KernelArgsInOrder(kernel, impl)
+                owner.__dict__.pop("_kernel_arg_names", None)
+"""
+OWNERS_CLASS_ANCHOR = "\n\nclass CPUModelRunner(GPUModelRunner):"
+OWNERS_CLASS = '''
+
+class _KernelArgsInOrder:
+    """A CPU fallback standing in for a Triton kernel that a JIT-warmup owner launches
+    (0.30.0): it shows the kernel's parameter names, which the owner binds the launch's
+    arguments to, and calls the fallback with them in the kernel's order (0.31.0's
+    vllm.triton_utils.dispatcher.KernelOverride, launched by keyword)."""
+
+    def __init__(self, kernel: Any, impl: Any) -> None:
+        self.arg_names = tuple(inspect.signature(kernel).parameters)
+        self.func = impl
+        self.__name__ = getattr(impl, "__name__", "kernel_override")
+
+    def __getitem__(self, grid: Any) -> Any:
+        return self._launch
+
+    def _launch(self, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            return self.func(*args, **kwargs)
+        return self.func(*(kwargs[name] for name in self.arg_names if name in kwargs))
+'''
+OWNERS_IMPORT_ANCHOR = "import sys\nfrom contextlib"
+
+
 def _insert(text: str, anchor: str, block: str, where: str) -> str:
     if text.count(anchor) != 1:
         raise SystemExit(f"{where}: the anchor {anchor.strip()!r} occurs {text.count(anchor)} times, not once")
@@ -94,6 +149,13 @@ def patches(release: str, sources: Path) -> dict[str, str]:
         new = _insert(_insert(old, PLATFORM_ANCHOR, PLATFORM_BLOCK, where), PLATFORM_IMPORT_ANCHOR, PLATFORM_IMPORT,
                       where)
     out["0002-dispatch-the-ports-where-triton-is-absent.patch"] = _diff(rel, old, new)
+    if release in OWNERS_RELEASES:
+        owners = _insert(new, OWNERS_ANCHOR, OWNERS_BLOCK, where)
+        owners = _insert(owners, OWNERS_CLASS_ANCHOR, "", where).replace(
+            OWNERS_CLASS_ANCHOR, OWNERS_CLASS + OWNERS_CLASS_ANCHOR)
+        owners = _insert(owners, OWNERS_IMPORT_ANCHOR, "", where).replace(
+            OWNERS_IMPORT_ANCHOR, "import inspect\n" + OWNERS_IMPORT_ANCHOR)
+        out["0003-point-the-jit-warmup-owners-at-the-cpu-fallbacks.patch"] = _diff(rel, new, owners)
     return out
 
 
