@@ -66,7 +66,7 @@ def engine_recipes(spec: MatrixSpec, source: str = "matrix") -> list[EngineRecip
     recipes = []
     for i, engine in enumerate(spec.engines):
         try:
-            resolved = resolve(engine.patches) if engine.patches else None
+            resolved = resolve(engine.patches, engine.vllm) if engine.patches else None
         except PatchSetError as exc:
             sep = "" if str(exc).startswith("[") else ": "
             raise SpecError(f"{source}: engines[{i}].patches{sep}{exc}") from None

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from images.build import ImageOptions
+from images.recipe import patches_dir
 from vmatrix import selector
 from vmatrix.errors import SpecError
 from vmatrix.workload import Api
@@ -141,32 +142,44 @@ PatchTarget = Literal["vllm", "lmcache"]
 
 
 class PatchEntry(_Strict):
-    """One patch of a ``patches:`` list: a local file or a URL, and the package it patches.
+    """One patch of a ``patches:`` list: a local file, a URL or a patch set, and the
+    package it patches.
 
-    A bare string in the list is a URL when it starts with http:// or https://, else a
-    file relative to the matrix file; both patch vLLM. The mapping form names the target.
+    A bare string in the list is a URL when it starts with http:// or https://, a set
+    when a set of that name exists, else a file relative to the matrix file; files and
+    URLs patch vLLM. The mapping form names
+    the target. A set's files are applied as they are (a set knows what it patches).
     """
 
     file: str | None = None
     url: str | None = None
+    set: str | None = None
     # The package whose files the patch changes, in the installed site-packages. Files of
     # the diff outside that package (a PR's tests/, docs/, csrc/) are left out.
     target: PatchTarget = "vllm"
 
     @model_validator(mode="after")
     def _one_source(self) -> PatchEntry:
-        if (self.file is None) == (self.url is None):
-            raise ValueError("give exactly one of `file: PATH` or `url: URL`")
+        if sum(x is not None for x in (self.file, self.url, self.set)) != 1:
+            raise ValueError("give exactly one of `file: PATH`, `url: URL` or `set: NAME`")
+        if self.set is not None and (is_patch_folder(self.set) or not self.set):
+            raise ValueError(f"set: {self.set!r} is not a patch set's name (a folder of images/patches/)")
+        if self.set is not None and "target" in self.model_fields_set:
+            raise ValueError(f"set: {self.set}: a set's patches are applied as they are; `target` is for a file or URL")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url: {self.url!r} is not an http(s) URL")
         if self.file is not None and not self.file.endswith((".patch", ".diff")):
-            raise ValueError(f"file: {self.file!r} is not a .patch or .diff file")
+            raise ValueError(f"file: {self.file!r} is not a .patch or .diff file (nor a patch set's name)")
         return self
 
 
 def _patch_entry(value: Any) -> Any:
     if isinstance(value, str):
-        return {"url": value} if value.startswith(("http://", "https://")) else {"file": value}
+        if value.startswith(("http://", "https://")):
+            return {"url": value}
+        if value.endswith((".patch", ".diff")) or is_patch_folder(value) or not (patches_dir() / value).is_dir():
+            return {"file": value}
+        return {"set": value}
     return value
 
 

@@ -15,7 +15,7 @@ QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart.yaml"
 def test_plan_prints_cells_without_running_anything() -> None:
     result = runner.invoke(app, ["sweep", "plan", str(QUICKSTART)])
     assert result.exit_code == 0, result.output
-    assert "4 cells (1 controls)" in result.output
+    assert "6 cells (2 controls)" in result.output
 
 
 def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_path: Path) -> None:
@@ -37,7 +37,7 @@ def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_pat
     db = tmp_path / "r.db"
     store = Store.open(db)
     sweep = store.create_sweep("q", str(QUICKSTART), QUICKSTART.read_text())
-    cell = plan.cells[1]
+    cell = next(c for c in plan.cells if not c.is_control)
     store.add_cell(sweep, cell)
     run = store.record_run(sweep, RunOutcome(cell.id, "ok", time.time(), time.time(), transcript=Transcript()))
     store.record_grade(run, Grade("clean", "hand-written"))

@@ -50,7 +50,7 @@ from orchestrator.runtimes.engine import (
     wait_healthy,
 )
 from orchestrator.runtimes.signature import error_signature
-from vmatrix.errors import EnvBuildError
+from vmatrix.errors import EnvBuildError, PatchSetError
 from vmatrix.progress import ENV, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 
@@ -217,6 +217,15 @@ def _install(root: Path, recipe: EngineRecipe, log: Path, steps_of: _EnvSteps) -
             raise EnvBuildError(f"installing {' '.join(reqs)} failed (see {log})")
 
 
+def _patches_to_apply(recipe: EngineRecipe) -> list[tuple[str, Path, str]]:
+    """The recipe's patches; a set with no variant for its release fails the build
+    before anything is installed."""
+    try:
+        return recipe_patches(recipe)
+    except PatchSetError as exc:
+        raise EnvBuildError(str(exc)) from None
+
+
 def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str, str]]:
     """Apply the patches to site-packages in order, each after a dry run of it.
 
@@ -226,7 +235,7 @@ def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str
     """
     site = _site_packages(root)
     applied = []
-    for name, f, note in recipe_patches(recipe):
+    for name, f, note in _patches_to_apply(recipe):
         base = ["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)]
         check = subprocess.run([*base, "--dry-run"], check=False, capture_output=True, text=True)
         if check.returncode != 0:
@@ -296,6 +305,7 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
         installs = 3 if staged_wheels(recipe) is None and recipe.accelerator == "cpu" else 2
         steps_of = _EnvSteps(progress, installs + bool(recipe.patches))
         try:
+            _patches_to_apply(recipe)  # a set with nothing for this release: fail before installing
             wheel = _check_wheel(recipe)
             _install(root, recipe, log, steps_of)
             if recipe.patches:
