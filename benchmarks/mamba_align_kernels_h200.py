@@ -73,7 +73,7 @@ def compare(release: str, rounds: int, seed: int, workdir: Path, device: str = "
     cpu_tl.write_bytes(gzip.decompress((DATA / "0.32.0/vllm/utils/cpu_triton_utils.py.gz").read_bytes()))
     ports["batch_memcpy_kernel"] = sem.Launcher(sem.load_module(cpu_tl, "cpu_triton_utils")._batch_memcpy_impl)
     report: dict[str, dict] = {}
-    for name, case in sem.cases(rel, rounds, seed):
+    for name, case in sem.cases(rel, rounds, seed, aligned=device != "cpu"):
         entry = report.setdefault(name, {"cases": 0, "triton==port": 0, "triton==reference": 0,
                                          "port==reference": 0, "differ": [], "coverage": Counter()})
         entry["cases"] += 1

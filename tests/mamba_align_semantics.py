@@ -92,18 +92,26 @@ class Layout:
     specs: list[StateSpec] = field(default_factory=list)
 
 
-def random_layout(rng: random.Random, num_groups: int, num_blocks: int, conv_dim_first: bool) -> Layout:
+def random_layout(rng: random.Random, num_groups: int, num_blocks: int, conv_dim_first: bool,
+                  aligned: bool = False) -> Layout:
+    """Random state layouts. ``aligned``: rows and pages in whole 16-byte units, as vLLM's
+    states are (model dims are multiples of 16, pages padded to the attention page): a
+    compiled Triton kernel on a GPU may load wider than an element and faults on odd
+    addresses ("misaligned address"), which Triton's interpreter and the ports never do."""
     layout = Layout(num_blocks, conv_dim_first)
     for group in range(num_groups):
         for _ in range(rng.randint(1, 2)):  # layers of the group: a conv and a temporal state each
-            width, dim = rng.randint(3, 6), rng.choice([8, 12, 33])
+            width, dim = rng.randint(3, 6), rng.choice([16, 32, 48] if aligned else [8, 12, 33])
             dtype = rng.choice([torch.float32, torch.bfloat16, torch.int8])
             shape = (dim, width) if conv_dim_first else (width, dim)
             layout.specs.append(StateSpec("conv", group, dtype, shape, width * dim))
-            tshape = (rng.choice([1, 2]), 4, rng.choice([4, 5]))
+            tdtype = rng.choice([torch.float32, torch.bfloat16])
+            tshape = (rng.choice([1, 2]), 4, rng.choice([4, 8] if aligned else [4, 5]))
             natural = tshape[0] * tshape[1] * tshape[2]
-            page = natural + rng.choice([0, 0, 3, 8])  # as_strided page padding, as vLLM's hybrid pages
-            layout.specs.append(StateSpec("temporal", group, rng.choice([torch.float32, torch.bfloat16]), tshape, page))
+            unit = 16 // torch.empty((), dtype=tdtype).element_size()
+            # as_strided page padding, as vLLM's hybrid pages
+            page = natural + rng.choice([0, 0, unit, 2 * unit] if aligned else [0, 0, 3, 8])
+            layout.specs.append(StateSpec("temporal", group, tdtype, tshape, page))
     return layout
 
 
@@ -227,14 +235,14 @@ class PostCase:
     labels: list[str]  # per batch row: what kind of request it is
 
 
-def random_post_case(rng: random.Random, v2: bool, conv_dim_first: bool) -> PostCase:
+def random_post_case(rng: random.Random, v2: bool, conv_dim_first: bool, aligned: bool = False) -> PostCase:
     k = rng.choice([1, 2, 3])
     block_size = rng.choice([4, 8, 16])
     groups = rng.choice([1, 2])
     slots = rng.randint(2, 7)
     num_reqs = rng.randint(1, slots)
     cols = 8 + k
-    layout = random_layout(rng, groups, slots * cols + 4, conv_dim_first)
+    layout = random_layout(rng, groups, slots * cols + 4, conv_dim_first, aligned)
     tables = random_tables(rng, groups, slots, cols, layout.num_blocks)
     acc, sidx, sched, comp, draft, labels = [], [], [], [], [], []
     for _ in range(slots):
@@ -364,13 +372,13 @@ class PreCase:
     labels: list[str]
 
 
-def random_pre_case(rng: random.Random, v2: bool, conv_dim_first: bool) -> PreCase:
+def random_pre_case(rng: random.Random, v2: bool, conv_dim_first: bool, aligned: bool = False) -> PreCase:
     k = rng.choice([1, 2, 3])
     groups = rng.choice([1, 2])
     slots = rng.randint(2, 7)
     num_reqs = rng.randint(1, slots)
     cols = 8 + k
-    layout = random_layout(rng, groups, slots * cols + 4, conv_dim_first)
+    layout = random_layout(rng, groups, slots * cols + 4, conv_dim_first, aligned)
     tables = random_tables(rng, groups, slots, cols, layout.num_blocks)
     dst, src, bias, labels = [], [], [], []
     for _ in range(slots):
@@ -628,15 +636,16 @@ def load_module(path: Path, name: str) -> Any:
     return module
 
 
-def cases(release: Release, rounds: int, seed: int) -> list[tuple[str, Any]]:
-    """(kernel name, case) pairs: every mode of every kernel the release has, ``rounds`` each."""
+def cases(release: Release, rounds: int, seed: int, aligned: bool = False) -> list[tuple[str, Any]]:
+    """(kernel name, case) pairs: every mode of every kernel the release has, ``rounds`` each
+    (``aligned``: state layouts a compiled GPU kernel can address, see random_layout)."""
     rng = random.Random(seed)
     out: list[tuple[str, Any]] = []
     for _ in range(rounds):
         for v2 in (False, True):
             for ds in (False, True):
-                out.append(("postprocess_mamba_fused_kernel", random_post_case(rng, v2, ds)))
-                out.append(("precopy_mamba_align_fused_kernel", random_pre_case(rng, v2, ds)))
+                out.append(("postprocess_mamba_fused_kernel", random_post_case(rng, v2, ds, aligned)))
+                out.append(("precopy_mamba_align_fused_kernel", random_pre_case(rng, v2, ds, aligned)))
         out.append(("preprocess_mamba_align_fused_kernel", random_prep_case(rng)))
         if release.has_aligned_indices:
             out.append(("get_aligned_state_indices_multi_group_kernel", random_aligned_case(rng)))
