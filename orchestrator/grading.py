@@ -133,20 +133,36 @@ def grade_cell(
 
 def _hits_lost_to_spec(store: Store, cell: Cell, transcript: Transcript) -> str | None:
     """vLLM issue 45238 as a finding: a prefix-caching cell with speculative decoding that
-    hit nothing, where the same cell without speculative decoding hit."""
+    hit nothing (in a shape, for a shaped workload; else in the whole run), where the same
+    cell without speculative decoding hit there."""
     if not cell.knobs.get("prefix_caching") or not cell.knobs.get("speculative"):
-        return None
-    if sum(p.get(PREFIX_HITS, 0.0) for p in transcript.metrics.values()) > 0:
         return None
     sibling = Cell.make_id(cell.engine, {**cell.knobs, "speculative": None}, cell.model.digest, cell.workload_digest)
     run = store.latest_run(sibling)
     if run is None or run.status != "ok":
         return None
-    hits = sum(p.get(PREFIX_HITS, 0.0) for p in store.transcript_for(run.id).metrics.values())
-    if hits == 0:
+    theirs = store.transcript_for(run.id)
+    lost = [f"{where} ({hits:.0f} tokens hit there without it)"
+            for where, (mine, hits) in _hits_by_place(cell, transcript, theirs).items() if mine == 0 and hits > 0]
+    if not lost:
         return None
-    return (f"finding (vLLM issue 45238): speculative decoding turned prefix-cache hits to 0, where the same cell "
-            f"without it (run {run.id}) hit {hits:.0f} tokens")
+    return (f"finding (vLLM issue 45238): with speculative decoding no prefix-cache hit in {'; '.join(lost)}, "
+            f"where the same cell without it (run {run.id}) hit")
+
+
+def _hits_by_place(cell: Cell, mine: Transcript, theirs: Transcript) -> dict[str, tuple[float, float]]:
+    """Prefix-cache hits of two runs of a cell's workload: per shape from each request's
+    reported hit, or over the whole run from the counters (unshaped, or not reported)."""
+    if WorkloadSpec(**cell.workload).shapes is not None and all(
+            r.cached_tokens is not None for r in mine.requests + theirs.requests):
+        out: dict[str, list[float]] = {}
+        for n, t in enumerate((mine, theirs)):
+            for r in t.requests:
+                # A shape's phases are named "<shape>/<wave>" (jobs/shapes.py).
+                out.setdefault(f"shape {r.phase.rpartition('/')[0]}", [0.0, 0.0])[n] += r.cached_tokens or 0
+        return {k: (v[0], v[1]) for k, v in out.items()}
+    total = [sum(p.get(PREFIX_HITS, 0.0) for p in t.metrics.values()) for t in (mine, theirs)]
+    return {"the run": (total[0], total[1])}
 
 
 def _block_tokens(log_path: str | None) -> int | None:
