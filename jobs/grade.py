@@ -456,10 +456,10 @@ def grade_transcripts(
     }
     findings = []
     if shaped is not None:
-        per_shape = shape_recall(cell, control, shaped.placed)
+        per_shape = shape_recall(cell, control, shaped.placed, shaped.block)
         findings = shape_findings(per_shape)
         covered, gaps, unmeasured = shape_coverage(
-            cell, shaped.placed, prefix_caching=bool(exercised and exercised.prefix_caching),
+            cell, shaped.placed, prefix_caching=bool(exercised and exercised.prefix_caching), block=shaped.block,
             draft_tokens=shaped.draft_tokens if exercised is None or exercised.speculative else None,
             fragments=shaped.fragments)
         evidence["shapes"] = {name: {**per_shape.get(name, {}), "coverage": covered[name]} for name in covered}

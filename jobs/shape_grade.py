@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.shapes import where
 from vmatrix.records import RequestRecord, Transcript
 from vmatrix.workload import Claim
 
@@ -47,6 +48,7 @@ class Shaped:
     """A shaped cell's requests as laid out, and what its knobs make of its shapes."""
 
     placed: Mapping[str, Placed]  # by request key
+    block: int  # what the requests were laid out on
     draft_tokens: int | None = None  # num_speculative_tokens; None: no speculative decoding
     # Per cold_race shape: can the cell's budget split its concurrent prompts (jobs.shapes.fragments)?
     fragments: Mapping[str, bool | None] = field(default_factory=dict)
@@ -60,10 +62,15 @@ class ShapeFinding:
     keys: tuple[str, ...]
 
 
-def shape_recall(cell: Transcript, control: Transcript, placed: Mapping[str, Placed]) -> dict[str, dict[str, Any]]:
+def shape_recall(cell: Transcript, control: Transcript, placed: Mapping[str, Placed],
+                 block: int | None = None) -> dict[str, dict[str, Any]]:
     """Per shape: requests graded, right in the cell and in the control, one-sided flips
     (``flips``: control right, cell wrong; ``reverse``), per probe position, and distinct
-    answers to repeated prompts in both runs."""
+    answers to repeated prompts in both runs.
+
+    The position is the asked line's relative to the restore point the cell's hit reached
+    as its engine reported it (``cached_tokens``; a speculative engine restores a block
+    lower than laid out, by design), else relative to the one laid out."""
     mine = cell.by_key()
     out: dict[str, dict[str, Any]] = {}
     for ref in control.requests:
@@ -80,7 +87,7 @@ def shape_recall(cell: Transcript, control: Transcript, placed: Mapping[str, Pla
         if ok_control and not ok_cell:
             s["flips"].append(ref.key)
         s["reverse"] += ok_cell and not ok_control
-        probe = (at.claim.probe if at.claim else None) or "no restore"
+        probe = _place(at.claim, got.cached_tokens, block)
         p = s["by_probe"].setdefault(probe, {"requests": 0, "cell": 0, "control": 0})
         p["requests"] += 1
         p["cell"] += ok_cell
@@ -89,6 +96,14 @@ def shape_recall(cell: Transcript, control: Transcript, placed: Mapping[str, Pla
         if shape in out:
             out[shape]["distinct"] = {"cell": cell_n, "control": control_n, "keys": keys}
     return out
+
+
+def _place(claim: Claim | None, cached: int | None, block: int | None) -> str:
+    if claim is None:
+        return "no restore"
+    if cached is not None and claim.asked is not None and block:
+        return (where(claim.asked, cached, block) or "earlier") if cached > 0 else "no restore"
+    return claim.probe or "no restore"
 
 
 def _distinct(cell: Transcript, control: Transcript, placed: Mapping[str, Placed]
@@ -135,7 +150,7 @@ def shape_findings(recall: Mapping[str, Mapping[str, Any]]) -> list[ShapeFinding
     return sorted(found, key=lambda f: -len(f.keys))
 
 
-def shape_coverage(cell: Transcript, placed: Mapping[str, Placed], *, prefix_caching: bool,
+def shape_coverage(cell: Transcript, placed: Mapping[str, Placed], *, prefix_caching: bool, block: int,
                    draft_tokens: int | None, fragments: Mapping[str, bool | None]) -> tuple[dict[str, Any], list[str], list[str]]:
     """(per shape: what happened, gaps, unmeasured) from what the engine reported.
 
@@ -163,10 +178,15 @@ def shape_coverage(cell: Transcript, placed: Mapping[str, Placed], *, prefix_cac
         hits = [(r, at.claim) for r, at in rows if at.claim and at.claim.hit_at]
         if prefix_caching and hits:
             reported = [(r, c) for r, c in hits if r.cached_tokens is not None]
-            reached = [r.key for r, c in reported if r.cached_tokens >= c.hit_at]  # type: ignore[operator]
-            short = [r.key for r, c in reported if 0 < r.cached_tokens < c.hit_at]  # type: ignore[operator]
+            # With EAGLE/MTP vLLM restores one block lower than the prompt allows, by design
+            # (full attention drops the last matching block, the scheduler backs off one:
+            # `use_eagle_block_drop`): that hit is the restore the shape is about.
+            dropped = [r.key for r, c in reported if draft_tokens is not None and c.hit_at > block
+                       and r.cached_tokens == c.hit_at - block]  # type: ignore[operator]
+            reached = [r.key for r, c in reported if r.cached_tokens >= c.hit_at] + dropped  # type: ignore[operator]
+            short = [r.key for r, c in reported if 0 < r.cached_tokens < c.hit_at and r.key not in dropped]  # type: ignore[operator]
             s["hits"] = {"laid_out": len(hits), "reported": len(reported), "reached": len(reached), "short": len(short),
-                         "none": len(reported) - len(reached) - len(short)}
+                         "none": len(reported) - len(reached) - len(short), "block_drop": len(dropped)}
             if not reported:
                 unmeasured.append(f"{shape}: the engine reported no per-request prefix-cache hits")
             elif not reached:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from images.canary import corpus
@@ -196,6 +196,7 @@ def fitted(rng: random.Random, names: Names, length: int, turn: int = 0,
 
 
 def _request(shape: str, session: str, turn: int, phase: str, conv: Conversation, claim: Claim) -> ReplayRequest:
+    claim = replace(claim, asked=line_spans(conv.defs)[conv.asked])
     return ReplayRequest(key=f"{session}/{turn}", session=session, turn=turn, phase=phase, messages=conv.messages(),
                          expect=Expectation.exact(conv.answer()), shape=shape, claim=claim)
 

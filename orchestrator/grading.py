@@ -54,7 +54,7 @@ def shaped(cell: Cell, layout: Layout | None) -> Shaped | None:
               for r in build_workload(spec, layout.block_tokens).requests}
     speculative = cell.knobs.get("speculative")
     budget, seqs = cell.knobs.get("max_num_batched_tokens"), cell.knobs.get("max_num_seqs")
-    return Shaped(placed, speculative["num_speculative_tokens"] if speculative else None,
+    return Shaped(placed, layout.block_tokens, speculative["num_speculative_tokens"] if speculative else None,
                   {s.name: fragments(s, layout.block_tokens, budget, seqs) for s in spec.shapes if s.kind == "cold_race"})
 
 

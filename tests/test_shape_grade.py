@@ -48,7 +48,7 @@ def _run(wrong: dict[str, str] | None = None, hits: bool = True, drafted: float 
 
 def _grade(cell: Transcript, control: Transcript, speculative: bool = False, budget: int | None = 2048):
     race = [s for s in SPEC.shapes if s.kind == "cold_race"]
-    shaped = Shaped(_placed(), 2 if speculative else None,
+    shaped = Shaped(_placed(), BLOCK, 2 if speculative else None,
                     {s.name: fragments(s, BLOCK, budget, None) for s in race})
     return grade_transcripts(cell, control, exercised=Exercised(prefix_caching=True, speculative=speculative),
                              shaped=shaped, end_tokens=frozenset({END}))

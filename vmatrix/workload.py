@@ -28,6 +28,9 @@ class Claim:
     hit_at: int | None = None  # a hit should restore at least this many tokens (a block boundary)
     crosses: int | None = None  # the decode should run past this block boundary
     probe: Probe | None = None  # the asked line, relative to hit_at
+    # The asked line's tokens, [its newline, after its last word): where it lies relative to
+    # the restore point a hit actually reached is known once the engine says its hit.
+    asked: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
