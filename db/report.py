@@ -41,6 +41,7 @@ from db.queries import (
 )
 from db.reads import RecallCount, recall_counts
 from db.store import Store
+from vmatrix import speed
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # Results that need no explanation; every other one gets an evidence section.
@@ -201,6 +202,7 @@ class CellView:
     grade: GradeDetail | None
     evidence_json: str | None
     total_s: float | None
+    speed: str | None = None  # a speed finding (vmatrix/speed.py), shown beside the verdict
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,7 @@ def _view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[s
         grade=grade,
         evidence_json=json.dumps(grade.evidence, indent=2, ensure_ascii=False) if grade and grade.evidence else None,
         total_s=total_s,
+        speed=speed.low_acceptance(totals),
     )
 
 

@@ -293,6 +293,7 @@ def canary_report(
 def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None) -> None:
     """List recorded runs, newest first."""
     from db.queries import list_runs
+    from db.reads import speed_notes
     from orchestrator.matrix import describe_knobs
 
     # A person reads this at 80 columns: short ids, knobs wrapped between knobs (never
@@ -308,7 +309,9 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
     table.add_column("time", justify="right", no_wrap=True)
     if wide:
         table.add_column("signature", overflow="fold", ratio=1)
-    runs = list_runs(open_store(db), sweep_id=sweep)
+    store = open_store(db)
+    runs = list_runs(store, sweep_id=sweep)
+    slow = speed_notes(store, [r.run_id for r in runs])  # shown beside the verdict, never in it
     # Narrow: the knobs every listed run shares are said once, under the table.
     shared = frozenset() if wide else _shared_knobs(runs)
     common = describe_knobs({k: v for k, v in runs[0].knobs.items() if k in shared}) if shared else "defaults"
@@ -318,7 +321,7 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
         # Narrow: one knob a line, so a wrap never falls inside a knob.
         knobs = describe_knobs({k: v for k, v in r.knobs.items() if k not in shared})
         knobs = "-" if knobs == "defaults" and common != "defaults" else knobs.replace(", ", ", " if wide else "\n")
-        verdict = r.verdict or r.status
+        verdict = (r.verdict or r.status) + ((" · " if wide else "\n") + "slow drafts" if r.run_id in slow else "")
         engine = r.engine if wide else cut_lines(r.engine.replace(" +", "\n+"), 18)
         # The other columns take ~59 characters at most (an 18-wide engine, "unexercised").
         knobs = knobs if wide else cut_lines(knobs, max(16, console.width - 59))

@@ -21,6 +21,7 @@ from rich.text import Text
 from db.compare import SPEC_DRAFTS, rates
 from db.queries import CellDetail, RunDetail
 from db.reads import PREFIX_HITS, PREFIX_QUERIES, Readable
+from vmatrix import speed
 
 VERDICT_STYLE = {"clean": "green", "control": "cyan", "degraded": "yellow", "corrupt": "bold red",
                  "crashed": "bold red", "unexercised": "yellow"}
@@ -70,7 +71,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
-def _headline(detail: CellDetail, run: RunDetail | None) -> RenderableType:
+def _headline(detail: CellDetail, run: RunDetail | None, counters: Mapping[str, float]) -> RenderableType:
     from orchestrator.matrix import describe_knobs
 
     lines = [Text.assemble(("cell ", "dim"), detail.cell_id, ("  engine ", "dim"), detail.engine,
@@ -87,6 +88,9 @@ def _headline(detail: CellDetail, run: RunDetail | None) -> RenderableType:
     reason = grade.summary if grade else (s.signature or run.message or "not graded yet")
     lines.append(Text(""))
     lines.append(Text.assemble((verdict.upper(), VERDICT_STYLE.get(verdict, "bold")), "  ", reason))
+    if slow := speed.low_acceptance(counters):
+        # Beside the verdict, not in it: every answer may be right and the drafter useless.
+        lines.append(Text.assemble(("SPEED  ", "bold yellow"), slow, (" (not graded: the verdict is about answers)", "dim")))
     when = f"run {s.run_id}, {s.status}, {s.total_s:.0f} s"
     if len(detail.runs) > 1:
         when += f" (newest of {len(detail.runs)} runs)"
@@ -189,10 +193,10 @@ def render_cell(detail: CellDetail, counters: Mapping[int, Mapping[str, float]] 
     (db.reads.metric_totals_for), ``expect_by_key`` the newest run's expected answers."""
     counters = counters or {}
     run = detail.runs[0] if detail.runs else None
-    parts: list[RenderableType] = [_headline(detail, run)]
+    run_counters = counters.get(run.summary.run_id, {}) if run is not None else {}
+    parts: list[RenderableType] = [_headline(detail, run, run_counters)]
     if run is not None:
         evidence = run.grades[0].evidence if run.grades else {}
-        run_counters = counters.get(run.summary.run_id, {})
         for part in (_divergence(evidence, expect_by_key or {}), _coverage(evidence, run_counters),
                      _latency(run.latency), _acceptance(run_counters)):
             if part is not None:
