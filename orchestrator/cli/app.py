@@ -11,12 +11,23 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.bisect import bisect
-from orchestrator.cli.common import Commands, DbOpt, console, fail, gc_paused, open_for_reading, open_store
+from orchestrator.cli.common import (
+    Commands,
+    DbOpt,
+    IndexOpt,
+    console,
+    fail,
+    gc_paused,
+    open_for_reading,
+    open_store,
+    use_index,
+)
 from orchestrator.cli.images import images_app
 from orchestrator.cli.noise import results_noise
 from orchestrator.cli.regrade import results_regrade
 from orchestrator.cli.results import report, results_extra
 from orchestrator.cli.traces import traces_app
+from orchestrator.cli.watch import watch
 from orchestrator.paths import runs_dir
 
 if TYPE_CHECKING:
@@ -40,6 +51,7 @@ results_app.command("noise")(results_noise)
 results_app.command("regrade")(results_regrade)
 app.command("report")(report)
 app.command("bisect")(bisect)
+app.command("watch")(watch)
 
 EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", help="Only the cells of this engine (a version or label); repeat for more.")]
@@ -51,10 +63,12 @@ ControlsOpt = Annotated[bool, typer.Option(
 
 def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = False) -> Plan:
     from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
+    from orchestrator.release_ranges import load_matrix
 
-    spec = load_spec(path)
-    plan = expand(spec, str(path))
+    resolved = load_matrix(path)
+    for choice in resolved.ranges:  # what a range stands for today
+        console.print(choice.line(), highlight=False, soft_wrap=True)
+    plan = expand(resolved.spec, str(path))
     plan = plan.only_engines(engines) if engines else plan
     return plan.only_controls() if controls_only else plan
 
@@ -107,11 +121,14 @@ def _recorded(db: str | None, cell_ids: list[str]) -> dict[str, str] | None:
 
 
 @sweep_app.command("plan")
-def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, controls_only: ControlsOpt = False) -> None:
+def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, controls_only: ControlsOpt = False,
+               index_url: IndexOpt = None) -> None:
     """Print the expanded cells of MATRIX without running anything, and what the results
-    already hold for each (`sweep run` skips those; --rerun runs them again)."""
+    already hold for each (`sweep run` skips those; --rerun runs them again). A release
+    range is shown with the releases it stands for today."""
     from orchestrator.geometry import violations
 
+    use_index(index_url)
     plan = _plan(matrix, engine, controls_only)
     recorded = _recorded(db, [c.id for c in plan.cells])
     # Wide terminals show whole ids and the workload; at 80 columns the workload (one per
@@ -157,6 +174,7 @@ def sweep_run(
     progress: Annotated[bool, typer.Option(help="Show each long step as it goes: env/image and canary builds, "
                                                 "the engine's start phase (from its log), requests replayed. "
                                                 "Not on a terminal: one line per step.")] = True,
+    index_url: IndexOpt = None,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
     from db.queries import lookup_table, render_table
@@ -164,6 +182,7 @@ def sweep_run(
     from orchestrator.matrix import describe_knobs
     from orchestrator.scheduler import run_sweep
 
+    use_index(index_url)
     plan = _plan(matrix, engine, controls_only)
     if runtime not in (None, "local", "docker"):
         fail(f"--runtime: '{runtime}' is not one of local, docker")
