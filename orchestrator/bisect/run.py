@@ -94,6 +94,12 @@ def run_bisect(
     source = str(req.matrix)
     try:
         spec = spec or load_spec(req.matrix, check_index=False)
+        if any(e.ranged for e in spec.engines):
+            # A watched matrix (`vllm: ">=0.30"`): each step names its own release, but the
+            # cell is selected on a real one, and a ranged `lmcache:` must name one too.
+            from orchestrator.release_ranges import resolve
+
+            spec = resolve(spec, source).spec
     except SpecError as exc:
         raise BisectError(str(exc)) from None
     engine = base_engine(spec, filters)

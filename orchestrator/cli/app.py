@@ -25,7 +25,7 @@ from orchestrator.cli.common import (
 from orchestrator.cli.images import images_app
 from orchestrator.cli.noise import results_noise
 from orchestrator.cli.regrade import results_regrade
-from orchestrator.cli.results import report, results_extra
+from orchestrator.cli.results import publish, report, results_extra
 from orchestrator.cli.traces import traces_app
 from orchestrator.cli.watch import watch
 from orchestrator.paths import runs_dir
@@ -50,6 +50,7 @@ results_app.registered_commands.extend(results_extra.registered_commands)  # com
 results_app.command("noise")(results_noise)
 results_app.command("regrade")(results_regrade)
 app.command("report")(report)
+app.command("publish")(publish)
 app.command("bisect")(bisect)
 app.command("watch")(watch)
 
@@ -368,8 +369,9 @@ def results_show(
     if fmt == "json":
         console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
         return
+    from db.evidence import expectations_for
     from db.reads import metric_totals_for
-    from orchestrator.cli.show_view import expectations_for, render_cell
+    from orchestrator.cli.show_view import render_cell
 
     newest = detail.runs[0].summary.run_id if detail.runs else None
     counters = metric_totals_for(store, [r.summary.run_id for r in detail.runs])

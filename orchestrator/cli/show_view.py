@@ -10,7 +10,6 @@ document, fingerprint included, is `--format json`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,48 +18,13 @@ from rich.table import Table
 from rich.text import Text
 
 from db.compare import SPEC_DRAFTS, rates
+from db.evidence import ground_truth
 from db.queries import CellDetail, RunDetail
-from db.reads import PREFIX_HITS, PREFIX_QUERIES, Readable
+from db.reads import PREFIX_HITS, PREFIX_QUERIES
 from vmatrix import speed
 
 VERDICT_STYLE = {"clean": "green", "control": "cyan", "degraded": "yellow", "corrupt": "bold red",
                  "crashed": "bold red", "unexercised": "yellow"}
-
-
-def expected_text(expected: Any) -> str | None:
-    """An expectation (vmatrix/expect.py's JSON form) as a person reads it."""
-    if expected is None:
-        return None
-    if isinstance(expected, str):
-        return expected
-    if isinstance(expected, Mapping) and len(expected) == 1:
-        [(kind, value)] = expected.items()
-        if kind == "exact":
-            return str(value)
-        if kind == "regex":
-            return f"/{value}/"
-        return f"{kind} {json.dumps(value, sort_keys=True)}"
-    return json.dumps(expected, sort_keys=True)
-
-
-def ground_truth(evidence: Mapping[str, Any], expect_by_key: Mapping[str, Any]) -> str | None:
-    """The expected answer at the first divergence: the grade's own copy when it has one
-    (a recall regression), else the request's recorded expectation."""
-    first = evidence.get("first") or {}
-    if "expected" in first:
-        return expected_text(first["expected"])
-    key = first.get("key")
-    for r in (evidence.get("recall") or {}).get("regressions", ()):
-        if r.get("key") == key:
-            return expected_text(r.get("expected"))
-    return expected_text(expect_by_key.get(key)) if key else None
-
-
-def expectations_for(source: Readable, run_id: int) -> dict[str, Any]:
-    """The expected answer of each of a run's requests that has one, by request key."""
-    with source.reader() as rc:
-        rows = rc.rows("SELECT key, expect FROM requests WHERE run_id = ? AND expect IS NOT NULL", [run_id])
-    return {key: json.loads(raw) if isinstance(raw, str) else raw for key, raw in rows}
 
 
 def _ms(seconds: float | None) -> str:

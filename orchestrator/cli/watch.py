@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.watch import WatchReport
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+pause = time.sleep  # between passes; tests wait less
 
 
 def parse_every(text: str) -> float:
@@ -43,8 +44,10 @@ def _said(report: WatchReport) -> None:
     if report.new:
         console.print(f"ran {report.ran} cell(s) of {', '.join(report.new)} (sweep {report.sweep_id})",
                       highlight=False)
-    for change, bisect_id in report.bisected:
-        console.print(Text.assemble(change.line(), (f"  bisect {bisect_id}", "dim")), soft_wrap=True)
+    if report.bisected:  # each was said as it was answered
+        ids = ", ".join(str(i) for _, i in report.bisected)
+        console.print(f"{len({c.cell.id for c, _ in report.bisected})} verdict change(s) bisected (bisect {ids})",
+                      highlight=False)
     for change in report.unranked:
         console.print(Text.assemble(change.line(), ("  not bisected: the verdicts say nothing about the release",
                                                     "dim")), soft_wrap=True)
@@ -103,7 +106,9 @@ def watch(
         finally:
             view.stop()
 
-    hooks = Hooks(say=lambda line: console.print(line, highlight=False, soft_wrap=True), sweep=sweep, bisect=bisect)
+    # Lines quote knobs ("[spec=mtp:2]") and signatures: text, never markup.
+    hooks = Hooks(say=lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True), sweep=sweep,
+                  bisect=bisect)
     while True:
         try:
             _said(watch_once(matrix, store, hooks))
@@ -120,6 +125,6 @@ def watch(
         at = time.strftime("%Y-%m-%d %H:%M", time.localtime(time.time() + interval))
         console.print(f"next pass at {at} (--every {every})", style="dim")
         try:
-            time.sleep(interval)
+            pause(interval)
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
