@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pytest
 import ray
+from test_report_chromium import CHROMIUM
 from test_site_chromium import crawl
 from typer.testing import CliRunner
 
@@ -99,6 +100,7 @@ def test_a_second_pass_with_nothing_new_says_so_in_one_line(watched) -> None:
     assert len(Store.open(db).bisects()) == 1
 
 
+@pytest.mark.skipif(not CHROMIUM.is_file(), reason="headless Chromium is not installed (apt-get install chromium)")
 def test_the_published_site_opens_offline_and_every_link_leads_somewhere(watched) -> None:
     tmp, db, *_ = watched
     site = tmp / "site"
