@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from db.compare import RunSamples, load_samples
-from db.evidence import expectations_for, expected_text, ground_truth
+from db.evidence import expectations_for, ground_truth
 from db.queries import CellResult, GradeDetail, cell_results, knob_text, latest_grades_for, metric_totals_for
 from db.reads import RecallCount, recall_counts
 from db.report import RESULT_COLORS, UNREMARKABLE, BarChart, CellView, bar_chart, cell_view, environment, varying_knobs
@@ -354,7 +355,7 @@ def publish(store: Store, out: Path, defaults: dict[str, Any] | None = None) -> 
     """Write the site of ``store`` into ``out``; files whose content is unchanged are left alone."""
     site = build_site(store, defaults)
     env = environment()
-    env.filters["expected"] = expected_text
+    env.filters["shell"] = shlex.join  # a command as a person pastes it
     files: dict[Path, str] = {
         out / STYLESHEET: env.get_template("site.css").render(site=site),
         out / "index.html": env.get_template("site-index.html.j2").render(site=site, up=""),
