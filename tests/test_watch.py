@@ -51,8 +51,11 @@ def write_index(root: Path, projects: dict[str, list[str]], yanked: tuple[str, .
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """pip sees only the index a test names; release lists are cached in the test's own cache."""
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "VMATRIX_INDEX_URL"):
+    for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL"):
         monkeypatch.delenv(name, raising=False)
+    # Empty is unset; set, so the variable `--index-url` writes into this process
+    # (orchestrator.cli.common.use_index) is taken back after the test.
+    monkeypatch.setenv("VMATRIX_INDEX_URL", "")
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
     return tmp_path
 
@@ -328,7 +331,7 @@ def test_the_command_repeats_every_interval_and_says_nothing_new_in_one_line(iso
     path = matrix(isolated, ">=0.30")
     monkeypatch.setenv("VMATRIX_INDEX_URL", url)
     watch_once(path, store, hooks_for(store, engine, isolated / "logs", []))
-    monkeypatch.delenv("VMATRIX_INDEX_URL")
+    monkeypatch.setenv("VMATRIX_INDEX_URL", "")
     runner = CliRunner()
     once = runner.invoke(app, ["watch", str(path), "--once", "--db", str(db), "--index-url", url],
                          env={"COLUMNS": "200"})
