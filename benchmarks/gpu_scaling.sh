@@ -6,6 +6,9 @@
 # VMATRIX_PIN_CPUS in its environment (Ray's workers, and so the cells, inherit it).
 # Then: python benchmarks/gpu_scaling_summary.py $VMATRIX_DATA/results.db $VMATRIX_DATA/scaling.txt
 set -uo pipefail
+# One engine a GPU: what is measured is engines on separate GPUs (offline-host.sh packs
+# canary cells onto shared GPUs otherwise).
+export VMATRIX_GPU_FRACTION=
 matrix=$1
 shift
 PY=${PYTHON:-python3}

@@ -24,12 +24,13 @@ from __future__ import annotations
 import functools
 import json
 import math
-import random
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+import numpy as np
 
 from db.reads import PREFIX_HITS, PREFIX_QUERIES, CellResult, Readable, cell_results, counter_texts, sample_rows
 from db.samples import (  # noqa: F401 - decode_tps re-exported
@@ -39,18 +40,12 @@ from db.samples import (  # noqa: F401 - decode_tps re-exported
     SamplesDecoder,
     counter_totals,
     decode_tps,
-    quantile,
 )
 from db.table import knob_text
 from vmatrix.errors import InputError
 from vmatrix.selector import normal, split
 
 # This module imports no SQLAlchemy: `results compare` reads through db/reads.py.
-
-try:  # numpy turns the bootstrap into a few matrix products; without it, plain Python.
-    import numpy as _np
-except ImportError:  # pragma: no cover - the tests monkeypatch it away instead
-    _np = None  # type: ignore[assignment]
 
 SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -96,10 +91,9 @@ def matched(baseline: RunSamples | PackedSamples, candidate: RunSamples | Packed
         if isinstance(baseline, PackedSamples) and isinstance(candidate, PackedSamples):
             b_blob: bytes = getattr(baseline, metric)
             c_blob: bytes = getattr(candidate, metric)
-            if _np is not None and baseline.keys == candidate.keys and NAN_BYTES not in b_blob \
-                    and NAN_BYTES not in c_blob:
+            if baseline.keys == candidate.keys and NAN_BYTES not in b_blob and NAN_BYTES not in c_blob:
                 # ndarrays, which ratio_intervals takes as it takes sequences
-                return _np.frombuffer(b_blob, "<f8"), _np.frombuffer(c_blob, "<f8")  # type: ignore[return-value]
+                return np.frombuffer(b_blob, "<f8"), np.frombuffer(c_blob, "<f8")  # type: ignore[return-value]
         decoder = SamplesDecoder()
         if isinstance(baseline, PackedSamples):
             baseline = decoder.unpack(baseline)
@@ -217,11 +211,6 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _ratio(b: Sequence[float], c: Sequence[float]) -> float:
-    denominator = sum(b)
-    return sum(c) / denominator if denominator else math.nan
-
-
 # Draws and weights the two metrics of one comparison share (same seed, same sizes),
 # made once under a lock: compare_sides runs the metrics in two threads.
 _SHARED_LOCK = threading.Lock()
@@ -250,7 +239,6 @@ def _request_weights(seed: int, m: int, resamples: int) -> Any:
     counts (at most m) and sums of ~100 timings lose nothing an interval's two printed
     digits can show (docs/BENCHMARKS.md gives the measured difference).
     """
-    np = _np
     rng = np.random.default_rng([seed, 0, m])
     draws = rng.integers(0, m, size=(resamples, m))  # int64: bincount below takes them as they are
     counts = np.bincount((draws + m * np.arange(resamples)[:, None]).ravel(), minlength=resamples * m)
@@ -268,7 +256,6 @@ def _pair_draws(seed: int, p: int, resamples: int) -> Any:
     p below 2**31 (both take 32 random bits per draw; tests/test_results_queries.py
     checks), at a quarter of the time and half the memory.
     """
-    np = _np
     rng = np.random.default_rng([seed, 1, p])
     draws = rng.integers(0, p, size=(resamples, p), dtype=np.int32)
     if p * resamples > np.iinfo(np.int32).max:
@@ -293,7 +280,6 @@ def _row_quantiles(rows: Any, tails: tuple[float, float]) -> tuple[Any, Any, Any
     faster than partitioning here (5,000 rows of 1,000: ~0.03 s against ~0.15 s). The
     sorted rows also answer "usable" from their ends (NaN sorts last).
     """
-    np = _np
     n = rows.shape[1]
     ordered = np.sort(rows, axis=1)
     usable = (ordered[:, 0] > 0) & np.isfinite(ordered[:, -1])
@@ -307,19 +293,32 @@ def _row_quantiles(rows: Any, tails: tuple[float, float]) -> tuple[Any, Any, Any
     return out[0], out[1], usable
 
 
-def _python_replicates(groups: dict[int, list[int]], pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
-                       resamples: int, seed: int) -> list[list[float]]:
-    """Per pair, its ratio replicates (empty for pairs under two requests)."""
-    out: list[list[float]] = [[] for _ in pairs]
-    for m, members in groups.items():
-        if m < 2:
-            continue
-        rng = random.Random(f"{seed}/requests/{m}")
-        draws = [[rng.randrange(m) for _ in range(m)] for _ in range(resamples)]
-        for i in members:
-            b, c = pairs[i]
-            out[i] = [_ratio([b[k] for k in d], [c[k] for k in d]) for d in draws]
-    return out
+def _by_length(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> dict[int, list[int]]:
+    """Pair indices by request count: the pairs of one count are one matrix, row per pair."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, (b, c) in enumerate(pairs):
+        if len(b) != len(c):
+            raise ValueError(f"pair {i}: {len(b)} baseline values but {len(c)} candidate values")
+        groups[len(b)].append(i)
+    return groups
+
+
+def _stacked(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], members: list[int],
+             m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Baseline and candidate values of ``members`` (pairs of ``m`` requests), a row each."""
+    b = np.array([pairs[i][0] for i in members], dtype=np.float64).reshape(len(members), m)
+    c = np.array([pairs[i][1] for i in members], dtype=np.float64).reshape(len(members), m)
+    return b, c
+
+
+def _chosen(per_pair: list[Interval], usable: Sequence[bool]) -> list[int]:
+    """The pairs the overall interval averages: those whose replicates give an interval
+    (``usable``, whether or not it was worked out, see ``wanted``) and a positive ratio."""
+    return [i for i, (iv, ok) in enumerate(zip(per_pair, usable)) if ok and iv.estimate and iv.estimate > 0]
+
+
+def _geometric_mean(per_pair: list[Interval], chosen: list[int]) -> float:
+    return math.exp(sum(math.log(per_pair[i].estimate or 1.0) for i in chosen) / len(chosen))
 
 
 def ratio_intervals(
@@ -336,69 +335,17 @@ def ratio_intervals(
     (sequences or numpy arrays). ``wanted``: the pairs whose own interval is worked out
     (None: all); the others get their estimate and no bounds. The overall interval is the
     same either way: its stage two reads every pair's replicates, not their quantiles.
+
+    Matrix arithmetic, laid out pairs x resamples. Per request count m: the replicates
+    of every pair with m requests are ``(C @ W) / (B @ W)`` with W the shared
+    (m x resamples) resample counts; a pair's interval is two quantiles of its row. The
+    overall interval's replicate r averages the logs of the pairs replicate r drew, each
+    at that pair's own replicate r.
     """
     if resamples < 1:
         raise InputError.naming("{resamples} must be at least 1")
     tails = ((1 - level) / 2, 1 - (1 - level) / 2)
-    groups: dict[int, list[int]] = defaultdict(list)
-    for i, (b, c) in enumerate(pairs):
-        if len(b) != len(c):
-            raise ValueError(f"pair {i}: {len(b)} baseline values but {len(c)} candidate values")
-        groups[len(b)].append(i)
-    if _np is not None:
-        return _numpy_intervals(pairs, groups, resamples, seed, tails, wanted)
-
-    estimates = [_ratio(b, c) if len(b) else math.nan for b, c in pairs]
-    columns = _python_replicates(groups, pairs, resamples, seed)
-    usable = [bool(col) and all(math.isfinite(x) and x > 0 for x in col) for col in columns]
-    sorted_cols = [sorted(col) if ok else [] for col, ok in zip(columns, usable)]
-    per_pair = [
-        Interval(_finite(estimates[i]), quantile(s, tails[0]) if ok else None,
-                 quantile(s, tails[1]) if ok else None, len(b))
-        for i, ((b, _), s, ok) in enumerate(zip(pairs, sorted_cols, usable))
-    ]
-    chosen = _chosen(per_pair)
-    if wanted is not None:
-        keep = set(wanted)
-        per_pair = [iv if i in keep else Interval(iv.estimate, None, None, iv.n) for i, iv in enumerate(per_pair)]
-    if len(chosen) < 2:
-        return per_pair, per_pair[chosen[0]] if chosen else NO_DATA
-    p = len(chosen)
-    rng_py = random.Random(f"{seed}/pairs/{p}")
-    logs_py = [[math.log(x) for x in columns[i]] for i in chosen]
-    replicates_py = sorted(
-        math.exp(sum(logs_py[rng_py.randrange(p)][r] for _ in range(p)) / p) for r in range(resamples)
-    )
-    low, high = quantile(replicates_py, tails[0]), quantile(replicates_py, tails[1])
-    return per_pair, Interval(_geometric_mean(per_pair, chosen), low, high, p)
-
-
-def _chosen(per_pair: list[Interval], usable: Sequence[bool] | None = None) -> list[int]:
-    """The pairs the overall interval averages: those with an interval and a positive ratio.
-
-    ``usable``: whether each pair's replicates would give an interval, for pairs whose
-    interval was not worked out (``wanted``); by default, whether it has one.
-    """
-    if usable is None:
-        usable = [iv.low is not None for iv in per_pair]
-    return [i for i, (iv, ok) in enumerate(zip(per_pair, usable)) if ok and iv.estimate and iv.estimate > 0]
-
-
-def _geometric_mean(per_pair: list[Interval], chosen: list[int]) -> float:
-    return math.exp(sum(math.log(per_pair[i].estimate or 1.0) for i in chosen) / len(chosen))
-
-
-def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], groups: dict[int, list[int]],
-                     resamples: int, seed: int, tails: tuple[float, float],
-                     wanted: Collection[int] | None = None) -> tuple[list[Interval], Interval]:
-    """:func:`ratio_intervals` as matrix arithmetic, laid out pairs x resamples.
-
-    Per request count m: the replicates of every pair with m requests are
-    ``(C @ W) / (B @ W)`` with W the shared (m x resamples) resample counts; a pair's
-    interval is two quantiles of its row. The overall interval's replicate r averages
-    the logs of the pairs replicate r drew, each at that pair's own replicate r.
-    """
-    np = _np
+    groups = _by_length(pairs)
     n = len(pairs)
     estimates = np.full(n, np.nan)
     lows = np.full(n, np.nan)
@@ -413,8 +360,7 @@ def _numpy_intervals(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], g
         if m == 0:
             continue
         index = np.asarray(members)
-        b = np.array([pairs[i][0] for i in members], dtype=np.float64).reshape(len(members), m)
-        c = np.array([pairs[i][1] for i in members], dtype=np.float64).reshape(len(members), m)
+        b, c = _stacked(pairs, members, m)
         with np.errstate(divide="ignore", invalid="ignore"):
             estimates[index] = c.sum(axis=1) / b.sum(axis=1)
             if m < 2:
@@ -682,18 +628,11 @@ def _labels(pairs: Sequence[tuple[Side, Side]]) -> list[str]:
 def point_estimates(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list[float]:
     """Each pair's ratio mean(candidate)/mean(baseline), NaN without data: what ranks the
     pairs before any resampling (:func:`rank_pairs`)."""
-    if _np is None:
-        return [_ratio(b, c) if len(b) else math.nan for b, c in pairs]
-    np = _np
     out = np.full(len(pairs), np.nan)
-    groups: dict[int, list[int]] = defaultdict(list)
-    for i, (b, _) in enumerate(pairs):
-        groups[len(b)].append(i)
-    for m, members in groups.items():
+    for m, members in _by_length(pairs).items():
         if m == 0:
             continue
-        b = np.array([pairs[i][0] for i in members], dtype=np.float64).reshape(len(members), m)
-        c = np.array([pairs[i][1] for i in members], dtype=np.float64).reshape(len(members), m)
+        b, c = _stacked(pairs, members, m)
         with np.errstate(divide="ignore", invalid="ignore"):
             out[np.asarray(members)] = c.sum(axis=1) / b.sum(axis=1)
     return out.tolist()
@@ -741,18 +680,14 @@ def compare_sides(
         changed = [result_changed(b.result, c.result) for b, c in pairs]
         order = rank_pairs(changed, point_estimates(ttft_pairs), point_estimates(decode_pairs))[:listed]
     wanted = set(order) if order is not None else None
-    if _np is not None:
-        # The two metrics in two threads: numpy releases the GIL in the matrix products,
-        # sorts and gathers that are most of their time.
-        from concurrent.futures import ThreadPoolExecutor  # ~10 ms to import; only here
+    # The two metrics in two threads: numpy releases the GIL in the matrix products,
+    # sorts and gathers that are most of their time.
+    from concurrent.futures import ThreadPoolExecutor  # ~10 ms to import; only here
 
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            ttft_job = pool.submit(ratio_intervals, ttft_pairs, resamples, seed, level, wanted)
-            decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level, wanted)
-            ttft, ttft_all = ttft_job.result()
-    else:
-        ttft, ttft_all = ratio_intervals(ttft_pairs, resamples, seed, level, wanted)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ttft_job = pool.submit(ratio_intervals, ttft_pairs, resamples, seed, level, wanted)
         decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level, wanted)
+        ttft, ttft_all = ttft_job.result()
     # Runs of one comparison often recorded the same counters (compare_groups hands such
     # sides one shared dict): each distinct dict's rates are worked out once.
     known: dict[int, Rates] = {}

@@ -127,6 +127,9 @@ class Run(Base):
     # requests it never sent (NULL on runs recorded before early abort existed).
     aborted_early: Mapped[bool | None] = mapped_column(Boolean)
     skipped_requests: Mapped[list[Any] | None]
+    # The blocks the engine reported and what a shaped workload was laid out on
+    # (vmatrix.records.Layout); NULL on runs recorded before it was (0009).
+    layout: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class RequestRow(Base):
@@ -159,6 +162,9 @@ class RequestRow(Base):
     # recorded before them (migration 0008), and where unknown.
     expect: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))  # None: SQL NULL, not 'null'
     answer_chars: Mapped[int | None] = mapped_column(Integer)
+    # Prompt tokens served from the prefix cache, as the engine reported; NULL where it did
+    # not, and on runs recorded before it was (0009).
+    cached_tokens: Mapped[int | None] = mapped_column(Integer)
 
 
 class RunSampleRow(Base):

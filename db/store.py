@@ -38,7 +38,7 @@ from db.samples import summary_row
 from vmatrix.cells import Cell, Grade, RunOutcome
 from vmatrix.errors import StoreError
 from vmatrix.expect import Expectation
-from vmatrix.records import RequestRecord, Transcript
+from vmatrix.records import Layout, RequestRecord, Transcript
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -257,6 +257,7 @@ class Store:
             finished_at=outcome.finished_at,
             aborted_early=outcome.transcript.aborted_early if outcome.transcript else None,
             skipped_requests=list(outcome.transcript.skipped) if outcome.transcript else None,
+            layout=outcome.transcript.layout.to_json() if outcome.transcript and outcome.transcript.layout else None,
         )
         with self.session.begin() as session:
             session.add(run)
@@ -335,8 +336,9 @@ class Store:
         """A recorded run's replay as the grader reads it, skipped requests included."""
         with self.session() as session:
             run = session.get_one(Run, run_id)
-            aborted, skipped = bool(run.aborted_early), list(run.skipped_requests or ())
-        return Transcript(self.requests_for(run_id), self.metrics_for(run_id), aborted, skipped)
+            aborted, skipped, layout = bool(run.aborted_early), list(run.skipped_requests or ()), run.layout
+        return Transcript(self.requests_for(run_id), self.metrics_for(run_id), aborted, skipped,
+                          Layout.from_json(layout))
 
     def ok_runs(self, cell_id: str, limit: int = 2) -> list[Run]:
         """The cell's newest runs that finished ok, newest first."""

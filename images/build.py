@@ -27,7 +27,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
 from images.recipe import CPU_UNWANTED, find_links, pip_config, recipe_patches, requirements
-from vmatrix.errors import ImageBuildError
+from vmatrix.errors import ImageBuildError, PatchSetError
 from vmatrix.progress import IMAGE, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 
@@ -119,12 +119,16 @@ def render(recipe: EngineRecipe, options: ImageOptions | None = None) -> BuildCo
         if not Path(ca).is_file():
             raise ImageBuildError(f"images.ca_bundle: {ca} is not a file")
         files["ca.crt"] = Path(ca)
+    try:
+        patches = recipe_patches(recipe)
+    except PatchSetError as exc:  # a per-release set with no variant for this release
+        raise ImageBuildError(str(exc)) from None
     if recipe.patch_paths:
         # A folder's or list's files, numbered so the Dockerfile's `patches/*.patch` glob
         # keeps their order and a .diff or a clashing name is applied too.
-        files |= {f"patches/{i:04d}-{Path(name).stem}.patch": f for i, (name, f, _) in enumerate(recipe_patches(recipe), 1)}
+        files |= {f"patches/{i:04d}-{Path(name).stem}.patch": f for i, (name, f, _) in enumerate(patches, 1)}
     elif recipe.patches:
-        files |= {f"patches/{f.name}": f for _, f, _ in recipe_patches(recipe)}
+        files |= {f"patches/{f.name}": f for _, f, _ in patches}
     python = "/opt/venv/bin/python" if install else "python3"
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     dockerfile = env.from_string(TEMPLATE.read_text()).render(

@@ -9,6 +9,8 @@
 #   offline-host.sh scaling MATRIX      benchmarks/gpu_scaling.sh in the background
 #   offline-host.sh verdicts [LABEL MATRIX RELEASE ...]
 #                                       benchmarks/gpu_verdicts.sh in the background (issue 16)
+#   offline-host.sh packing [RELEASE [MATRIX] [LABEL:FRACTION ...]]
+#                                       benchmarks/gpu_packing.sh in the background (issue 33)
 #   offline-host.sh complete RELEASE    mark vllm-RELEASE's uploads complete (after its last one)
 #   offline-host.sh restart-ray         a fresh Ray head (after changing the environment)
 #   offline-host.sh status              runs recorded so far, sweeps still running
@@ -17,12 +19,20 @@
 # Paths (override in the environment): VMATRIX_WHEELHOUSE (the uploads land here),
 # VMATRIX_SITE (vmatrix's dependencies), VMATRIX_DATA (results DB and logs). The
 # engine venvs and the canary live in $VMATRIX_WHEELHOUSE/_cache.
+#
+# Canary cells share GPUs: VMATRIX_GPU_FRACTION (default 0.25) is the share of a GPU a
+# canary cell gets where its matrix asks for a whole one, grown to fit the matrix's own
+# --gpu-memory-utilization (0.3 -> 0.33: three engines a GPU); the engines on one GPU
+# profile their memory one at a time, each taking the GPU's gate in its worker
+# (images/gpu_gate; docs/GPU.md, "Several engines on one GPU").
+# VMATRIX_GPU_FRACTION= (empty) runs one engine a GPU.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 export VMATRIX_WHEELHOUSE=${VMATRIX_WHEELHOUSE:-/root/vmatrix-wheelhouse}
 export VMATRIX_SITE=${VMATRIX_SITE:-/root/vmatrix-site}
 export VMATRIX_DATA=${VMATRIX_DATA:-/root/vmatrix-data}
 export VMATRIX_CACHE=$VMATRIX_WHEELHOUSE/_cache
+export VMATRIX_GPU_FRACTION=${VMATRIX_GPU_FRACTION-0.25}
 export PYTHONPATH=$VMATRIX_SITE:$REPO
 export RAY_USAGE_STATS_ENABLED=0
 # flashinfer is not staged (its kernels are JIT-built and large); without this vLLM's
@@ -68,6 +78,9 @@ case "${1:-}" in
   verdicts)
     setsid nohup bash "$REPO/benchmarks/gpu_verdicts.sh" "${@:2}" >"$VMATRIX_DATA/verdicts-driver.log" 2>&1 </dev/null &
     echo "started: $VMATRIX_DATA/verdicts.txt" ;;
+  packing)
+    setsid nohup bash "$REPO/benchmarks/gpu_packing.sh" "${@:2}" >"$VMATRIX_DATA/packing-driver.log" 2>&1 </dev/null &
+    echo "started: $VMATRIX_DATA/packing.txt" ;;
   complete)
     ls "$VMATRIX_WHEELHOUSE/vllm-$2"/vllm-*.whl >/dev/null && touch "$VMATRIX_WHEELHOUSE/vllm-$2/.complete" ;;
   restart-ray)
@@ -82,6 +95,7 @@ case "${1:-}" in
     done
     [ -f "$VMATRIX_DATA/scaling.txt" ] && cat "$VMATRIX_DATA/scaling.txt"
     [ -f "$VMATRIX_DATA/verdicts.txt" ] && cat "$VMATRIX_DATA/verdicts.txt"
+    [ -f "$VMATRIX_DATA/packing.txt" ] && cat "$VMATRIX_DATA/packing.txt"
     nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv,noheader || true ;;
   collect)
     dest=$2
@@ -94,9 +108,13 @@ EOF
     "$PY" -m orchestrator.cli results table --db "$DB" --rows engine --cols prefix_caching,speculative \
       --format markdown >"$dest/table.md" 2>&1 || true
     "$PY" -m orchestrator.cli results noise --db "$DB" >"$dest/noise.txt" 2>&1 || true
+    if [ -f "$VMATRIX_DATA/packing.txt" ]; then
+      "$PY" benchmarks/gpu_packing_summary.py "$DB" "$VMATRIX_DATA/packing.txt" >"$dest/packing.md" 2>&1 || true
+    fi
     cp "$VMATRIX_DATA"/sweep-*.log "$VMATRIX_DATA"/scaling*.txt "$VMATRIX_DATA"/scaling*.log \
-      "$VMATRIX_DATA"/verdicts*.txt "$dest/" 2>/dev/null || true
+      "$VMATRIX_DATA"/verdicts*.txt "$VMATRIX_DATA"/packing*.txt "$VMATRIX_DATA"/packing*.log \
+      "$VMATRIX_DATA"/packing-mem-*.csv "$dest/" 2>/dev/null || true
     tar -czf "$dest/engine-logs.tgz" -C "$VMATRIX_DATA" logs 2>/dev/null || true ;;
   *)
-    sed -n '2,17p' "$0"; exit 2 ;;
+    sed -n '2,28p' "$0"; exit 2 ;;
 esac

@@ -1,8 +1,11 @@
 """Engine recipes: what to install for a recipe, and the patch sets laid on top.
 
 A patch set is a folder ``images/patches/NAME/`` of ``*.patch`` files in ``patch -p1``
-form relative to site-packages, applied in name order. Its digest is part of every
-cell id, so editing a patch makes new cells instead of reusing stale results.
+form relative to site-packages, applied in name order. A set whose code differs per
+release has no patches of its own but one subfolder per release it applies to
+(``NAME/0.32.0/*.patch``): an engine gets its release's. Its digest (over the files
+an engine gets) is part of every cell id, so editing a patch makes new cells
+instead of reusing stale results.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import hashlib
 import os
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from packaging.version import InvalidVersion, Version
 
 from vmatrix.errors import PatchSetError
 from vmatrix.recipe import EngineRecipe
@@ -28,20 +33,78 @@ def patches_dir() -> Path:
 CPU_UNWANTED = ("torchvision", "torchaudio", "torchcodec")
 
 
-def patch_files(name: str) -> list[Path]:
+class NoVariantError(PatchSetError):
+    """A per-release set has nothing for this release: the engine cannot be built with it."""
+
+
+def _set_folder(name: str) -> Path:
     root = patches_dir()
     folder = root / name
     if not folder.is_dir():
         have = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
         raise PatchSetError(f"no patch set '{name}' under {root} (have: {', '.join(have) or 'none'})")
-    files = sorted(folder.glob("*.patch"))
-    if not files:
-        raise PatchSetError(f"patch set '{name}' ({folder}) holds no *.patch files")
-    return files
+    return folder
 
 
-def patch_set_digest(name: str) -> str:
-    return files_digest([(f.name, f.read_bytes()) for f in patch_files(name)])
+def _release_key(name: str) -> tuple[int, Version | None, str]:
+    try:
+        return (0, Version(name), name)
+    except InvalidVersion:
+        return (1, None, name)
+
+
+def set_variants(name: str) -> list[str]:
+    """The releases a per-release set has a variant for, oldest first; [] for a plain set."""
+    folder = _set_folder(name)
+    if any(folder.glob("*.patch")):
+        return []
+    subs = [p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.patch"))]
+    return sorted(subs, key=_release_key)
+
+
+def set_patches(name: str, release: str | None = None) -> list[tuple[str, Path]]:
+    """A set's patches for an engine of RELEASE, in order, as (name shown in errors, file).
+
+    A plain set's files serve every release; a per-release set's are its subfolder for
+    the release (a commit build's local version, ``0.30.0+g0123abc``, counts as its
+    release). A release it has no variant for raises NoVariantError, naming both.
+    """
+    folder = _set_folder(name)
+    variants = set_variants(name)
+    if not variants:
+        files = sorted(folder.glob("*.patch"))
+        if not files:
+            raise PatchSetError(f"patch set '{name}' ({folder}) holds no *.patch files")
+        return [(f"{name}/{f.name}", f) for f in files]
+    try:
+        wanted = Version(release).public if release else None
+    except InvalidVersion:
+        wanted = release
+    if wanted not in variants:
+        raise NoVariantError(f"patch set {name} has no variant for {release or 'an engine of no release'} "
+                             f"(it has {', '.join(variants)})")
+    return [(f"{name}/{wanted}/{f.name}", f) for f in sorted((folder / wanted).glob("*.patch"))]
+
+
+def patch_files(name: str, release: str | None = None) -> list[Path]:
+    return [f for _, f in set_patches(name, release)]
+
+
+def set_content(name: str, release: str | None = None) -> list[tuple[str, bytes]]:
+    """What a set puts into a digest for RELEASE: (name, content) per file. A plain set's
+    names are its file names, as they always were; a variant's carry the release; a
+    release with no variant is named with the variants there are, so adding one makes
+    new cells."""
+    try:
+        pairs = set_patches(name, release)
+    except NoVariantError:
+        return [(f"no variant for {release}", ",".join(set_variants(name)).encode())]
+    plain = not set_variants(name)
+    return [(f.name if plain else shown.split("/", 1)[1], f.read_bytes()) for shown, f in pairs]
+
+
+def patch_set_digest(name: str, release: str | None = None) -> str:
+    return files_digest(set_content(name, release))
 
 
 def files_digest(named: list[tuple[str, bytes]]) -> str:
@@ -53,11 +116,22 @@ def files_digest(named: list[tuple[str, bytes]]) -> str:
 
 
 def recipe_patches(recipe: EngineRecipe) -> list[tuple[str, Path, str]]:
-    """What a runtime applies, in order: (name shown in errors, file, note), for every form."""
+    """What a runtime applies, in order: (name shown in errors, file, note), for every form.
+
+    Sets are found by name here, on the node that builds the engine (a list's set
+    entry has no path); a per-release set with no variant for the recipe's release
+    raises NoVariantError.
+    """
     if recipe.patch_paths:
-        return [(name, Path(path), note) for name, path, note in recipe.patch_paths]
+        out: list[tuple[str, Path, str]] = []
+        for name, path, note in recipe.patch_paths:
+            if path:
+                out.append((name, Path(path), note))
+            else:
+                out += [(shown, f, note) for shown, f in set_patches(name, recipe.vllm)]
+        return out
     if recipe.patches:
-        return [(f"{recipe.patches}/{f.name}", f, "") for f in patch_files(recipe.patches)]
+        return [(shown, f, "") for shown, f in set_patches(recipe.patches, recipe.vllm)]
     return []
 
 

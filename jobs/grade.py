@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from jobs import symptoms
+from jobs.shape_grade import Shaped, shape_coverage, shape_findings, shape_recall
 from vmatrix.records import RequestRecord, Transcript, answer_span
 
 # Drift on tokens both runs agree on, beyond this multiple of the noise floor (its
@@ -378,12 +379,16 @@ def grade_transcripts(
     logit_scale: float | None = None,
     end_tokens: frozenset[int] = frozenset(),
     block_tokens: int | None = None,
+    shaped: Shaped | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
     """Return (verdict, one-line summary, evidence) for two completed replays.
 
     ``end_tokens``: the model's end-of-turn ids; token rules then grade each control's
     answer, up to its end token, not the text generated past it (:func:`compare`).
     ``block_tokens``: the engine's prefix-cache block, checked against a probing workload's.
+
+    ``shaped``: a shaped workload's requests as laid out: recall and coverage per shape
+    (jobs/shape_grade.py). The cell and its control must have been laid out alike.
 
     ``exercised``: what the cell claims to test, checked against its run (:func:`coverage`);
     None: not checked (evidence ``coverage`` is None). ``tie_steps`` and ``logit_scale``:
@@ -452,6 +457,18 @@ def grade_transcripts(
         # About speed, not answers: shown beside the verdict, never graded (vmatrix/speed.py).
         "speed": [s.to_json() for s in symptoms.speed_findings(cell)],
     }
+    findings = []
+    if shaped is not None:
+        per_shape = shape_recall(cell, control, shaped.placed)
+        findings = shape_findings(per_shape)
+        covered, gaps, unmeasured = shape_coverage(
+            cell, shaped.placed, prefix_caching=bool(exercised and exercised.prefix_caching),
+            draft_tokens=shaped.draft_tokens if exercised is None or exercised.speculative else None,
+            fragments=shaped.fragments)
+        evidence["shapes"] = {name: {**per_shape.get(name, {}), "coverage": covered[name]} for name in covered}
+        if evidence["coverage"] is not None:
+            evidence["coverage"]["gaps"] += gaps
+            evidence["coverage"]["unmeasured"] += unmeasured
     skipped = f"; aborted early, {len(evidence['skipped'])} request(s) not sent" if cell.aborted_early else ""
     why = [f"{tie_steps:g} bf16 steps at logit scale {logit_scale:g}"] if scaled != tie_margin else []
     why += [f"calibrated from {scaled:g}"] if margin != scaled else []
@@ -471,6 +488,14 @@ def grade_transcripts(
         return "corrupt", (f"{len(ties)}/{len(sent)} requests flip at near-ties (noise allows "
                            f"{max_tie_flip_fraction:.0%}) and logprobs drift {drifted.drift:.3f} (envelope "
                            f"{envelope:.3f}); first at {_where(ties[0])}"), evidence
+    if findings:
+        first_finding = findings[0]
+        g = next(g for g in grades if g.key == first_finding.keys[0])
+        wrong = next((w for w in truth.regressions if w["key"] == g.key), {})
+        evidence["first"] = _headline(g, f"shape {first_finding.reason}") | {"shape": first_finding.shape} | {
+            k: wrong[k] for k in ("expected", "cell_text", "control_text", "cell_finished") if k in wrong}
+        more = f" (and {len(findings) - 1} more shape(s))" if len(findings) > 1 else ""
+        return "corrupt", first_finding.summary + more, evidence
     if truth.worse:
         wrong = truth.regressions[0]
         g = next(g for g in grades if g.key == wrong["key"])

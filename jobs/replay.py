@@ -116,8 +116,11 @@ def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamC
     if chunk.get("error"):
         rec.error = _error_message(json.dumps(chunk))
         return False
-    if chunk.get("usage"):
-        rec.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
+    if usage := chunk.get("usage"):
+        rec.prompt_tokens = usage.get("prompt_tokens", 0)
+        # Reported with the engine's --enable-prompt-tokens-details: the hit, per request.
+        if isinstance(details := usage.get("prompt_tokens_details"), dict):
+            rec.cached_tokens = details.get("cached_tokens")
     for choice in chunk.get("choices", ()):
         logprobs = choice.get("logprobs") or {}
         items = logprobs.get("content") or (_completion_items(logprobs) if "tokens" in logprobs else ())

@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import asdict, replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from images.canary import corpus
+from jobs.shapes import ShapeParams, build_shapes
 from vmatrix.expect import Expectation
 from vmatrix.workload import Api, ReplayRequest, Workload
 
@@ -48,6 +50,10 @@ class WorkloadParams(Protocol):
     def probe_block_tokens(self) -> int | None: ...
     @property
     def api(self) -> Api: ...
+    @property
+    def shapes(self) -> Sequence[ShapeParams] | None: ...
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 
 # Tokens before the first definition line's name (chat header, HEADER, the tools line and
 # the newline), and before each definition's words ("\n", "var", "_", four digits, " ="),
@@ -139,7 +145,33 @@ def session_tails(rng: random.Random, defs: list[str], probe: int, sessions: int
     return out
 
 
-def build_workload(spec: WorkloadParams) -> Workload:
+# What a shaped workload is laid out on when the engine did not say its block (and no
+# probe_block_tokens overrides it): the cell and its control then agree on a guess, and the
+# grader reports the shapes as not placed on the engine's blocks.
+GUESSED_BLOCK = 256
+
+
+def layout_block(spec: WorkloadParams, engine_block: int | None) -> tuple[int | None, str]:
+    """The block a workload is laid out on, and where it came from: ``probe_block_tokens``
+    (an override), the engine's, or a guess; (None, "unshaped") for unshaped workloads."""
+    if spec.shapes is None:
+        return spec.probe_block_tokens, "probe_block_tokens" if spec.probe_block_tokens else "unshaped"
+    if spec.probe_block_tokens is not None:
+        return spec.probe_block_tokens, "probe_block_tokens"
+    if engine_block is not None:
+        return engine_block, "engine"
+    return GUESSED_BLOCK, "guessed"
+
+
+def build_workload(spec: WorkloadParams, block: int | None = None) -> Workload:
+    """The requests of a workload; a shaped one laid out on ``block`` (the engine's, see
+    :func:`layout_block`), which it needs."""
+    if spec.shapes is not None:
+        if block is None:
+            raise ValueError(f"workload {spec.name!r}: shapes are laid out on a block size; none given")
+        phases = build_shapes(spec.shapes, block, spec.seed)
+        return Workload(name=spec.name, phases=tuple(phases), max_tokens=spec.max_tokens,
+                        top_logprobs=spec.top_logprobs, api=spec.api, block_tokens=block)
     if spec.kind == "trace":
         from jobs.traces import load_trace, trace_to_workload
 
@@ -202,20 +234,35 @@ def build_workload(spec: WorkloadParams) -> Workload:
         # An agent switch: a fresh session on a warm shared prefix, after the others.
         phases.append((f"switch-{k}", (request(sid, 0, f"switch-{k}"),)))
     return Workload(name=spec.name, phases=tuple(phases), max_tokens=spec.max_tokens, top_logprobs=spec.top_logprobs,
-                    api=spec.api, probes=tuple(probes))
+                    api=spec.api, probes=tuple(probes), block_tokens=spec.probe_block_tokens)
 
 
 def _request_content(r: ReplayRequest) -> dict[str, object]:
     content = asdict(r)
     # Only when present: requests without an expectation keep the digests (and cell ids)
-    # they had before expectations existed.
-    content.pop("expect")
+    # they had before expectations existed; likewise shapes and claims.
+    for name in ("expect", "shape", "claim"):
+        content.pop(name)
     if r.expect is not None:
         content["expect"] = r.expect.to_json()
+    if r.shape:
+        content["shape"], content["claim"] = r.shape, asdict(r.claim) if r.claim else None
     return content
 
 
+def requests_digest(wl: Workload) -> str:
+    """The requests as laid out: what a run of a shaped workload records it replayed."""
+    return hashlib.sha256(json.dumps([[name, [_request_content(r) for r in reqs]] for name, reqs in wl.phases],
+                                     sort_keys=True).encode()).hexdigest()
+
+
 def workload_digest(spec: WorkloadParams) -> str:
+    """What a cell id holds of its workload. A shaped workload's requests depend on the
+    engine's block, known only once it runs, so its digest is the spec's; the requests a
+    run replayed are recorded with it (:func:`requests_digest`)."""
+    if spec.shapes is not None:
+        payload = json.dumps({"shaped": spec.model_dump(mode="json")}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()
     wl = build_workload(spec)
     content: dict[str, object] = {
         "phases": [[name, [_request_content(r) for r in reqs]] for name, reqs in wl.phases],

@@ -39,6 +39,21 @@ def path_trap(path: str, method: str) -> str | None:
     return None
 
 
+MEMORY_FLAG = "--gpu-memory-utilization"
+
+
+def flag_value(argv: tuple[str, ...] | list[str], flag: str) -> str | None:
+    """The value ``argv`` gives ``flag`` (``--flag V`` or ``--flag=V``; the last one, as
+    argparse takes it), or None."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.partition("=")[2]
+    return value
+
+
 def engine_argv(
     python: Path,
     recipe: EngineRecipe,
@@ -48,12 +63,14 @@ def engine_argv(
     kv_transfer: dict[str, Any] | None = None,
     host: str = "127.0.0.1",
     draft_model: str | None = None,
+    memory_share: float | None = None,
 ) -> list[str]:
     """``kv_transfer``: the KV connector's config (LMCache, orchestrator/lmcache.py).
     ``host``: 127.0.0.1 for a local process; 0.0.0.0 inside a container, whose port
     is published on the host's 127.0.0.1 only. ``draft_model``: the folder a
     `speculative.model: canary:NAME` drafter is served from (orchestrator.canary.draft_dir),
-    in place of the ref."""
+    in place of the ref. ``memory_share``: the engine's --gpu-memory-utilization on a
+    GPU it shares (orchestrator/runtimes/gpu_share.py), unless the knobs' extra_args set one."""
     version = Version(recipe.vllm)
     argv = [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
@@ -63,6 +80,9 @@ def engine_argv(
         "--port", str(port),
         "--seed", "0",
         "--max-model-len", str(knobs["max_model_len"]),
+        # Each answer's usage then says how many prompt tokens came from the prefix cache:
+        # whether a shaped request's hit reached the restore point it was laid out for.
+        "--enable-prompt-tokens-details",
     ]  # fmt: skip
     if recipe.accelerator == "cpu":
         # One process instead of three: each vLLM import costs ~30 s on two cores.
@@ -84,6 +104,7 @@ def engine_argv(
         ("mamba_cache_mode", "--mamba-cache-mode"),
         ("block_size", "--block-size"),
         ("max_num_batched_tokens", "--max-num-batched-tokens"),
+        ("max_num_seqs", "--max-num-seqs"),
         ("kv_cache_dtype", "--kv-cache-dtype"),
         ("mamba_ssm_cache_dtype", "--mamba-ssm-cache-dtype"),
     ):
@@ -93,7 +114,10 @@ def engine_argv(
         argv.append("--async-scheduling" if knobs["async_scheduling"] else "--no-async-scheduling")
     if kv_transfer is not None:
         argv += ["--kv-transfer-config", json.dumps(kv_transfer, sort_keys=True)]
-    argv += list(knobs.get("extra_args") or ())
+    extra = list(knobs.get("extra_args") or ())
+    if memory_share is not None and flag_value(extra, MEMORY_FLAG) is None:
+        argv += [MEMORY_FLAG, f"{memory_share:g}"]
+    argv += extra
     return argv
 
 

@@ -10,12 +10,15 @@ a regrade goes through :func:`regrade_run`. docs/GRADING.md says what the rules 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from db.models import Run
 from db.store import Store
-from jobs.grade import Exercised, NoiseFloor, grade_transcripts, noise_floor, scaled_tie_margin
+from jobs.grade import PREFIX_HITS, Exercised, NoiseFloor, grade_transcripts, noise_floor, scaled_tie_margin
 from jobs.replay import model_end_tokens
+from jobs.shape_grade import Placed, Shaped
+from jobs.shapes import fragments
 from jobs.workload import build_workload
 from orchestrator.canary import excused_symptoms, logit_scale
 from orchestrator.geometry import lmcache_on
@@ -23,6 +26,7 @@ from orchestrator.matrix import Plan
 from orchestrator.runtimes.signature import engine_block_tokens
 from orchestrator.spec import Grading, WorkloadSpec
 from vmatrix.cells import Cell, Grade, RunOutcome
+from vmatrix.records import Layout, Transcript
 
 
 def exercised(cell: Cell) -> Exercised:
@@ -34,9 +38,35 @@ def exercised(cell: Cell) -> Exercised:
         prefix_caching=bool(knobs.get("prefix_caching")),
         speculative=knobs.get("speculative") is not None,
         lmcache=lmcache_on(knobs),
-        restart_points=build_workload(workload).restart_points,
-        probe_block_tokens=workload.probe_block_tokens,
+        restart_points=() if workload.shapes is not None else build_workload(workload).restart_points,
+        probe_block_tokens=workload.probe_block_tokens if workload.shapes is None else None,
     )
+
+
+def shaped(cell: Cell, layout: Layout | None) -> Shaped | None:
+    """A shaped cell's requests as its run laid them out (its recorded layout), with what its
+    knobs make of them; None for an unshaped workload."""
+    spec = WorkloadSpec(**cell.workload)
+    if spec.shapes is None or layout is None or layout.block_tokens is None:
+        return None
+    kinds = {s.name: s.kind for s in spec.shapes}
+    placed = {r.key: Placed(r.shape, kinds[r.shape], r.phase, r.claim, json.dumps(r.messages))
+              for r in build_workload(spec, layout.block_tokens).requests}
+    speculative = cell.knobs.get("speculative")
+    budget, seqs = cell.knobs.get("max_num_batched_tokens"), cell.knobs.get("max_num_seqs")
+    return Shaped(placed, speculative["num_speculative_tokens"] if speculative else None,
+                  {s.name: fragments(s, layout.block_tokens, budget, seqs) for s in spec.shapes if s.kind == "cold_race"})
+
+
+def layout_mismatch(cell: Transcript, control: Transcript) -> str | None:
+    """Why a shaped cell's requests are not its control's (each laid out on its own engine's
+    block); None when they are the same."""
+    a, b = cell.layout, control.layout
+    if a is None or b is None or a.requests_digest == b.requests_digest:
+        return None
+    return (f"the control's requests were laid out on {b.block_tokens}-token blocks ({b.source}), this cell's on "
+            f"{a.block_tokens} ({a.source}): they sent other prompts; set the workload's probe_block_tokens to lay "
+            "both out on one block")
 
 
 def model_logit_scale(grading: Grading, model_name: str) -> float | None:
@@ -72,18 +102,51 @@ def grade_cell(
     if control.status != "ok":
         return Grade("ungraded", f"control {control.status}: {control.signature or ''}".strip(), control_run_id=control.id)
     assert outcome.transcript is not None
+    control_transcript = store.transcript_for(control.id)
+    if mismatch := layout_mismatch(outcome.transcript, control_transcript):
+        return Grade("ungraded", mismatch, {"layout": outcome.transcript.layout.to_json()},  # type: ignore[union-attr]
+                     control_run_id=control.id)
     floor: NoiseFloor | None = None
     if grading.calibrate and sweep_id is not None and cell.control_id:
         measured = store.noise_floor(sweep_id, cell.control_id)
         floor = measured[0] if measured else None
     ignore = set(grading.ignore_symptoms) | set(excused_symptoms(cell.model.name))
+    layout = outcome.transcript.layout
     verdict, summary, evidence = grade_transcripts(
-        outcome.transcript, store.transcript_for(control.id), grading.tie_margin, grading.max_tie_flip_fraction,
+        outcome.transcript, control_transcript, grading.tie_margin, grading.max_tie_flip_fraction,
         floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
         logit_scale=model_logit_scale(grading, cell.model.name), end_tokens=end_tokens_for(cell),
-        block_tokens=_block_tokens(outcome.log_path),
+        block_tokens=_block_tokens(outcome.log_path), shaped=shaped(cell, layout),
     )
+    if layout is not None:
+        evidence["layout"] = layout.to_json()
+        if layout.source == "guessed" and evidence.get("coverage"):
+            evidence["coverage"]["gaps"].append(
+                f"the engine did not say its block size: the shapes were laid out on a guess of {layout.block_tokens}")
+            if verdict == "clean":
+                verdict, summary = "unexercised", f"not exercised: {evidence['coverage']['gaps'][-1]}"
+    if verdict == "unexercised" and (finding := _hits_lost_to_spec(store, cell, outcome.transcript)):
+        evidence["finding"] = finding
+        summary = f"{summary}; {finding}"
     return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
+
+
+def _hits_lost_to_spec(store: Store, cell: Cell, transcript: Transcript) -> str | None:
+    """vLLM issue 45238 as a finding: a prefix-caching cell with speculative decoding that
+    hit nothing, where the same cell without speculative decoding hit."""
+    if not cell.knobs.get("prefix_caching") or not cell.knobs.get("speculative"):
+        return None
+    if sum(p.get(PREFIX_HITS, 0.0) for p in transcript.metrics.values()) > 0:
+        return None
+    sibling = Cell.make_id(cell.engine, {**cell.knobs, "speculative": None}, cell.model.digest, cell.workload_digest)
+    run = store.latest_run(sibling)
+    if run is None or run.status != "ok":
+        return None
+    hits = sum(p.get(PREFIX_HITS, 0.0) for p in store.transcript_for(run.id).metrics.values())
+    if hits == 0:
+        return None
+    return (f"finding (vLLM issue 45238): speculative decoding turned prefix-cache hits to 0, where the same cell "
+            f"without it (run {run.id}) hit {hits:.0f} tokens")
 
 
 def _block_tokens(log_path: str | None) -> int | None:

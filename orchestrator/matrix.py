@@ -8,16 +8,20 @@ control that is not itself in the matrix is added, so every cell can be graded.
 from __future__ import annotations
 
 import itertools
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import ValidationError
 
 from images.recipe import PatchSetError
 from jobs.workload import workload_digest
 from orchestrator.canary import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
-from orchestrator.engine_args import path_trap
+from orchestrator.engine_args import MEMORY_FLAG, flag_value, path_trap
 from orchestrator.patch_sources import resolve
 from orchestrator.paths import cache_dir
-from orchestrator.spec import Knobs, MatrixSpec, Rule, SpecError
+from orchestrator.spec import GPU_HEADROOM, Knobs, MatrixSpec, Resources, Rule, SpecError
 from vmatrix.cells import Cell, ModelRef, digest
 from vmatrix.recipe import EngineRecipe
 
@@ -46,6 +50,13 @@ class Plan:
                             known=", ".join(versions))
         return Plan(self.spec, [c for c in self.cells if c.engine.vllm in wanted or c.engine.label in wanted])
 
+    def only_cells(self, keep: Callable[[Cell], bool]) -> Plan:
+        """The cells ``keep`` picks, each with its control (a hunting matrix is large; a
+        host runs the part it has time for, with the same cell ids)."""
+        picked = [c for c in self.cells if keep(c)]
+        controls = {c.control_id for c in picked if c.control_id}
+        return Plan(self.spec, [c for c in self.cells if c in picked or c.id in controls])
+
     def only_controls(self) -> Plan:
         """The controls alone: run again with ``--rerun``, they measure the noise floor."""
         return Plan(self.spec, self.controls)
@@ -59,7 +70,7 @@ def engine_recipes(spec: MatrixSpec, source: str = "matrix") -> list[EngineRecip
             raise SpecError(f"{source}: engines[{i}]: {engine.vllm!r} / lmcache {engine.lmcache!r} names releases "
                             "by range; resolve it against the index first")
         try:
-            resolved = resolve(engine.patches) if engine.patches else None
+            resolved = resolve(engine.patches, engine.vllm) if engine.patches else None
         except PatchSetError as exc:
             sep = "" if str(exc).startswith("[") else ": "
             raise SpecError(f"{source}: engines[{i}].patches{sep}{exc}") from None
@@ -109,7 +120,7 @@ def expand(spec: MatrixSpec, source: str = "matrix") -> Plan:
                 pairs.append((engine, Knobs(**values)))
 
     control_values = {name: getattr(spec.control, name) for name in spec.control.model_fields_set}
-    resources = spec.resources.model_dump()
+    fraction = packing_fraction()
     cells: dict[str, Cell] = {}
     controls: dict[str, Cell] = {}
     for workload in spec.workloads:
@@ -120,6 +131,8 @@ def expand(spec: MatrixSpec, source: str = "matrix") -> Plan:
         def make(engine: EngineRecipe, knobs: Knobs, control_id: str | None, wl: dict = wl,
                  wl_digest: str = wl_digest) -> Cell:
             canonical = with_drafter_digest(knobs.canonical(), source)
+            resources = cell_resources(spec.resources, engine, canonical, fraction if is_canary(model.name) else None,
+                                       source)
             return Cell(
                 id=Cell.make_id(engine, canonical, model.digest, wl_digest),
                 engine=engine,
@@ -142,6 +155,53 @@ def expand(spec: MatrixSpec, source: str = "matrix") -> Plan:
                 cells.setdefault(cell.id, cell)
     ordered = list(controls.values()) + [c for c in cells.values() if c.id not in controls]
     return Plan(spec=spec, cells=ordered)
+
+
+GPU_FRACTION_ENV = "VMATRIX_GPU_FRACTION"
+
+
+def packing_fraction() -> float | None:
+    """``VMATRIX_GPU_FRACTION``: the share of a GPU that a canary cell asking for one whole
+    GPU gets instead (images/offline-host.sh sets it), so that several such engines share
+    a GPU; unset or empty: cells keep what their matrix asks for."""
+    text = os.environ.get(GPU_FRACTION_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise SpecError(f"{GPU_FRACTION_ENV}: {text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise SpecError(f"{GPU_FRACTION_ENV}: {text!r}: a share of one GPU is above 0 and at most 1")
+    try:
+        return Resources(gpus=value).gpus
+    except ValidationError as exc:
+        raise SpecError(f"{GPU_FRACTION_ENV}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+
+
+def cell_resources(resources: Resources, engine: EngineRecipe, knobs: dict[str, Any], packed: float | None,
+                   source: str) -> dict[str, float]:
+    """What one cell asks Ray for: the matrix's ``resources``, or with ``packed`` (a canary
+    cell under VMATRIX_GPU_FRACTION) that share of a GPU in place of one whole GPU, grown
+    to fit the cell's own --gpu-memory-utilization. A share of a GPU holds at most its
+    memory share: a --gpu-memory-utilization above it is refused here (it would take the
+    memory of the GPU's other engines)."""
+    if engine.accelerator != "cuda":
+        return resources.model_dump()
+    text = flag_value(tuple(knobs.get("extra_args") or ()), MEMORY_FLAG)
+    try:
+        explicit = float(text) if text is not None else None
+    except ValueError:
+        explicit = None  # vLLM's argument parser refuses it, as the cell's recorded outcome
+    if packed is not None and resources.gpus == 1:
+        gpus = max(packed, round(explicit + GPU_HEADROOM, 4)) if explicit is not None else packed
+        resources = resources.model_copy(update={"gpus": min(gpus, 1.0)})
+    share = resources.memory_share
+    if share is not None and explicit is not None and explicit > share:
+        raise SpecError(f"{source}: extra_args: {MEMORY_FLAG} {text} is more than the memory share of "
+                        f"resources.gpus {resources.gpus:g} ({share:g}: the fraction less {GPU_HEADROOM} of the GPU "
+                        f"each engine keeps outside it); lower it, or leave it out to get the share")
+    return resources.model_dump()
 
 
 def _refuse_path_trap(model: ModelRef, knobs: dict[str, Any], source: str, docker: bool) -> None:

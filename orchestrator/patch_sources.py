@@ -1,7 +1,8 @@
-"""Patches from where users keep them: a set name, a folder, or a list of files and URLs.
+"""Patches from where users keep them: a set name, a folder, or a list of files, URLs and sets.
 
 A set name (images/patches/ or VMATRIX_PATCHES_DIR) resolves as it always has, so its
-cells keep their ids. A folder (relative to the matrix file) or a list resolves to
+cells keep their ids; a per-release set resolves to its variant for the engine's
+release (images/recipe.py), and so does a set named in a list. A folder (relative to the matrix file) or a list resolves to
 concrete files: a URL is fetched once and cached by content hash under the vmatrix
 cache, so a later sweep (or an offline host with a warm cache) uses the same bytes. Each
 patch targets one package of site-packages (vLLM or LMCache); a diff's files outside
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from images.recipe import files_digest, patch_set_digest
+from images.recipe import files_digest, patch_set_digest, set_content
 from orchestrator.paths import cache_dir
 from orchestrator.spec import PatchEntry, is_patch_folder
 from vmatrix.errors import PatchSetError
@@ -32,7 +33,9 @@ FETCH_TIMEOUT_S = 30
 class ResolvedPatches:
     label: str  # the recipe's `patches`: shown in engine labels, part of the identity
     digest: str
-    paths: tuple[tuple[str, str, str], ...]  # (name, file, note) per patch; () for a set name
+    # (name, file, note) per patch; () for a set name. A set in a list is (its name, "",
+    # "patch set"): found by name where the engine is built, like a set name.
+    paths: tuple[tuple[str, str, str], ...]
 
 
 def patch_cache() -> Path:
@@ -110,10 +113,11 @@ def _entry_name(entry: PatchEntry) -> str:
     return Path(urlparse(entry.url or "").path).name or "patch"
 
 
-def resolve(patches: str | tuple[PatchEntry, ...]) -> ResolvedPatches:
-    """The files to apply for an engine's ``patches:`` (paths already anchored by load_spec)."""
+def resolve(patches: str | tuple[PatchEntry, ...], release: str | None = None) -> ResolvedPatches:
+    """The files to apply for an engine's ``patches:`` (paths already anchored by load_spec),
+    on an engine of RELEASE (which variant a per-release set gives)."""
     if isinstance(patches, str) and not is_patch_folder(patches):
-        return ResolvedPatches(patches, patch_set_digest(patches), ())
+        return ResolvedPatches(patches, patch_set_digest(patches, release), ())
     if isinstance(patches, str):
         folder = Path(patches)
         if not folder.is_dir():
@@ -124,8 +128,11 @@ def resolve(patches: str | tuple[PatchEntry, ...]) -> ResolvedPatches:
         label = folder.name
         entries = [(f.name, f, "vllm") for f in files]
     else:
-        entries = []
+        entries: list[tuple[str, Path | None, str]] = []
         for i, entry in enumerate(patches):
+            if entry.set is not None:
+                entries.append((entry.set, None, "set"))
+                continue
             try:
                 path = Path(entry.file) if entry.file else fetch(entry.url or "")
             except PatchSetError as exc:
@@ -137,6 +144,13 @@ def resolve(patches: str | tuple[PatchEntry, ...]) -> ResolvedPatches:
     named: list[tuple[str, bytes]] = []
     paths = []
     for i, (name, path, target) in enumerate(entries):
+        if path is None:  # a set: its files for this release (or that it has none) are content
+            try:
+                named += [(f"set {name}: {file}", data) for file, data in set_content(name, release)]
+            except PatchSetError as exc:
+                raise PatchSetError(f"[{i}]: {exc}") from None
+            paths.append((name, "", "patch set"))
+            continue
         try:
             data, dropped = for_target(name, path.read_bytes(), target)
         except PatchSetError as exc:

@@ -22,23 +22,29 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from images.gpu_gate import gate_env, hook_id
+from images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
 from jobs.replay import model_end_tokens, replay
-from jobs.workload import build_workload
+from jobs.workload import build_workload, layout_block, requests_digest
 from orchestrator import lmcache
-from orchestrator.engine_args import SERVED_NAME, engine_env
+from orchestrator.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
 from orchestrator.runtimes import EngineStart, Runtime
 from orchestrator.runtimes.affinity import engine_cpus
 from orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, Engine, free_port
+from orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, profiling_collision
 from orchestrator.runtimes.local import EngineProcess, LocalRuntime
-from orchestrator.runtimes.phases import LogFollower
-from orchestrator.spec import Timeouts, WorkloadSpec
+from orchestrator.runtimes.phases import KV_CACHE_READY, LogFollower
+from orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
+from orchestrator.spec import Timeouts, WorkloadSpec, memory_share
 from vmatrix.cells import Cell, RunOutcome
 from vmatrix.errors import BuildError
 from vmatrix.progress import REPLAY, Step, StepReport
-from vmatrix.records import ControlReference
+from vmatrix.records import ControlReference, Layout
 
 Report = Callable[[str, str], None]  # (cell_id, phase)
 
@@ -55,7 +61,8 @@ def port_race(signature: str | None) -> bool:
     return signature is not None and any(mark in signature.lower() for mark in _PORT_RACE)
 
 
-def _gpu_ids(cell: Cell) -> list[str]:
+def gpu_ids_for(cell: Cell) -> list[str]:
+    """The GPUs Ray gave the cell's task (outside Ray: CUDA_VISIBLE_DEVICES); [] for a cell that asks for none."""
     if not cell.resources.get("gpus"):
         return []
     import ray
@@ -65,19 +72,66 @@ def _gpu_ids(cell: Cell) -> list[str]:
     return [i for i in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if i]
 
 
-def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_ids: list[str],
-            run_dir: Path, progress: StepReport | None) -> tuple[Engine, dict, lmcache.LMCacheSetup | None]:
-    """The runtime's engine environment (built if needed), an engine for the cell in it
-    (not started yet), and the cell's LMCache setup. Raises BuildError."""
+def shared_gpu_share(cell: Cell, gpu_ids: list[str]) -> float | None:
+    """The memory share of a CUDA engine on a GPU it shares with other cells
+    (``resources.gpus`` below 1); None otherwise (a CPU engine uses no GPU memory)."""
+    if cell.engine.accelerator != "cuda" or not gpu_ids:
+        return None
+    return memory_share(float(cell.resources.get("gpus", 0)))
+
+
+def engine_start(cell: Cell, runtime: Runtime, engine_log: Path, gpu_ids: list[str], run_dir: Path,
+                 gate: Sequence[Path] = ()) -> EngineStart:
+    """What the runtime needs to start the cell's engine: its environment variables, a
+    port, CPUs and GPUs, and on a shared GPU its memory share (and, with ``gate``, the
+    GPU gate's files the engine takes itself: images/gpu_gate)."""
     env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
     if runtime.owner:
         env_vars[OWNER_ENV] = runtime.owner
+    if gate:
+        env_vars |= gate_env(gate)
+    return EngineStart(cell=cell, env=env_vars, port=free_port(),
+                       cpus=tuple(engine_cpus(gpu_ids)) if cell.engine.accelerator == "cuda" else (),
+                       gpu_ids=gpu_ids, log_path=engine_log, run_dir=run_dir,
+                       memory_share=shared_gpu_share(cell, gpu_ids))
+
+
+@dataclass(frozen=True)
+class _Built:
+    engine: Engine
+    fingerprint: dict[str, Any]
+    lmc: lmcache.LMCacheSetup | None
+    whole_start_gate: str | None  # on a shared GPU: why the orchestrator holds its gate around the whole start
+
+
+def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_ids: list[str],
+            run_dir: Path, progress: StepReport | None, gate: GpuGate | None) -> _Built:
+    """The runtime's engine environment (built if needed), an engine for the cell in it
+    (not started yet), and the cell's LMCache setup; on a shared GPU, the engine takes
+    its ``gate`` itself where it can. Raises BuildError."""
     env = runtime.environment(cell.engine, log_dir, progress)
-    start = EngineStart(cell=cell, env=env_vars, port=free_port(),
-                        cpus=tuple(engine_cpus(gpu_ids)) if cell.engine.accelerator == "cuda" else (),
-                        gpu_ids=gpu_ids, log_path=engine_log, run_dir=run_dir)
-    engine, lmc = runtime.engine(env, start)
-    return engine, env.fingerprint, lmc
+    whole = runtime.cannot_gate_in_engine(env) if gate is not None else None
+    in_engine = gate is not None and whole is None
+    engine, lmc = runtime.engine(env, engine_start(cell, runtime, engine_log, gpu_ids, run_dir,
+                                                   gate.paths if gate is not None and in_engine else ()))
+    fingerprint = dict(env.fingerprint)
+    if gate is not None:  # a scheduling shim, not the stack: named so a verdict can be traced to it
+        fingerprint["gpu_gate"] = (f"in the engine, {BEGIN} .. {END}: {hook_id()}" if in_engine
+                                   else f"the whole start, held by the orchestrator: {whole}")
+    return _Built(engine, fingerprint, lmc, whole)
+
+
+def engine_layout(spec: WorkloadSpec, log_path: Path, block_knob: int | None) -> Layout:
+    """The blocks the started engine reports (its log), and what the workload is laid out
+    on: ``probe_block_tokens``, else the engine's attention block (its Mamba block in align
+    mode), else an explicit ``block_size`` the engine kept without saying, else a guess."""
+    try:
+        log = log_path.read_text(errors="replace")
+    except OSError:
+        log = ""
+    attention = engine_block_tokens(log)
+    block, source = layout_block(spec, attention or block_knob)
+    return Layout(block, source, attention, engine_group_blocks(log))
 
 
 def _count_requests(progress: StepReport | None) -> Callable[[int, int], None] | None:
@@ -96,19 +150,28 @@ class _GaveUp(Exception):
 
 class StartWatch:
     """What the health wait calls between polls: reports the start phase the engine's log
-    shows now (with ``progress``), and ends the wait once the log says the start failed
-    and the engine has not exited within ``grace_s``."""
+    shows now (with ``progress``), calls ``on_kv_cache`` once the log says the KV cache is
+    allocated (the GPU's gate opens then: runtimes/gpu_share.py), and ends the wait once
+    the log says the start failed and the engine has not exited within ``grace_s``."""
 
-    def __init__(self, log_path: Path, progress: StepReport | None, grace_s: float | None = None) -> None:
+    def __init__(self, log_path: Path, progress: StepReport | None, grace_s: float | None = None,
+                 on_kv_cache: Callable[[], None] | None = None) -> None:
         self.follower = LogFollower.from_end(log_path)
         self.progress = progress
         self.grace_s = GAVE_UP_GRACE_S if grace_s is None else grace_s
+        self.on_kv_cache = on_kv_cache
+        self.kv_cache_ready = False
         self._gave_up_at: float | None = None
 
     def __call__(self) -> None:
         for phase in self.follower.poll():
             if self.progress is not None:
                 self.progress(phase)
+            if phase.detail == KV_CACHE_READY:
+                self.kv_cache_ready = True
+                if self.on_kv_cache is not None:
+                    self.on_kv_cache()
+                    self.on_kv_cache = None
         if self.follower.gave_up is not None:
             self._gave_up_at = self._gave_up_at or time.monotonic()
             if time.monotonic() - self._gave_up_at >= self.grace_s:
@@ -130,6 +193,20 @@ def _wait_started(engine: Engine, timeout_s: float, companions: tuple, watch: St
     return state
 
 
+def _does_not_fit(log_path: Path, cell: Cell, share: float) -> str | None:
+    """The one line for an engine its share of the GPU could not hold (``gpu_share.does_not_fit``),
+    with the share the matrix's own --gpu-memory-utilization set, if it did."""
+    try:
+        log = log_path.read_text(errors="replace")
+    except OSError:
+        return None
+    try:
+        share = float(flag_value(tuple(cell.knobs.get("extra_args") or ()), MEMORY_FLAG) or share)
+    except ValueError:
+        pass  # vLLM's argument parser said so, and that is the signature
+    return does_not_fit(log, float(cell.resources.get("gpus", 0)), share)
+
+
 def run_cell(
     cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | None = None,
     control: ControlReference | None = None, runtime: Runtime | None = None,
@@ -145,7 +222,10 @@ def run_cell(
     log_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     engine_log = log_dir / f"{cell.id}-{stamp}.log"
-    gpu_ids = _gpu_ids(cell)
+    gpu_ids = gpu_ids_for(cell)
+    # On a GPU shared with other cells the engine starts and stops behind the GPU's gate.
+    share = shared_gpu_share(cell, gpu_ids)
+    gate = GpuGate(gpu_ids) if share is not None else None
     outcome = RunOutcome(cell_id=cell.id, status="ok", started_at=started, finished_at=started,
                          log_path=str(engine_log), node=socket.gethostname(), gpu_ids=gpu_ids)
 
@@ -160,10 +240,15 @@ def run_cell(
     say(runtime.building)
     t = time.monotonic()
     try:
-        engine, outcome.fingerprint, lmc = _engine(cell, runtime, log_dir, engine_log, gpu_ids,
-                                                   log_dir / f"{cell.id}-{stamp}", progress)
+        built = _engine(cell, runtime, log_dir, engine_log, gpu_ids, log_dir / f"{cell.id}-{stamp}", progress, gate)
     except BuildError as exc:
         return finish(status="startup_failed", signature=str(exc), message=str(exc))
+    engine, outcome.fingerprint, lmc = built.engine, built.fingerprint, built.lmc
+    # The engine takes the gate itself around its memory-critical start; else the
+    # orchestrator holds it from spawn to the KV cache (runtimes/gpu_share.py).
+    start_gate = gate if built.whole_start_gate is not None else None
+    if start_gate is not None:
+        say(f"the GPU's gate covers the engine's whole start: {built.whole_start_gate}")
     timings["env_s"] = time.monotonic() - t
     sidecar = None
     if lmc is not None and lmc.sidecar is not None:
@@ -184,14 +269,73 @@ def run_cell(
     closed = False
     restart_failed: dict[str, str] = {}  # phase -> the restarted engine's state
 
+    def wait_for_gate() -> None:
+        say(f"waiting for GPU {','.join(gpu_ids)}: another engine starts or stops there")
+
+    def take_gate(timing: str = "gpu_gate_wait_s") -> None:
+        """The gate, for a stop (its memory is freed) or a whole start; not waited for
+        while this cell's own engine holds it."""
+        assert gate is not None
+        timings[timing] = timings.get(timing, 0.0) + gate.acquire(wait_for_gate, engine.owns)
+
+    def stop_engine(timing: str = "gpu_gate_wait_s") -> None:
+        if gate is None or gate.held:
+            engine.stop()
+        else:
+            take_gate(timing)
+            try:
+                engine.stop()
+            finally:
+                gate.release()
+
+    def watch_start() -> StartWatch:
+        """A watch for the start about to begin; a whole-start gate opens on its KV cache."""
+        return StartWatch(engine.log_path, progress, on_kv_cache=start_gate.release if start_gate else None)
+
+    def await_start(watch: StartWatch) -> str:
+        """Wait for the start; the engine's own wait at the gate is timed apart."""
+        try:
+            state = _wait_started(engine, timeouts.startup_s, companions, watch)
+        finally:
+            if start_gate is not None:
+                start_gate.release()
+            if watch.follower.gate_wait_s is not None:
+                timings["gpu_gate_wait_s"] = timings.get("gpu_gate_wait_s", 0.0) + watch.follower.gate_wait_s
+        if gate is not None and start_gate is None and watch.kv_cache_ready and watch.follower.gate_wait_s is None:
+            # Given the hook, the engine's KV cache came without its "took the GPU gate" line.
+            say("the engine did not say it took the GPU's gate: its start was not gated")
+            outcome.fingerprint["gpu_gate"] += "; a start's log does not say it took the gate"
+        return state
+
+    def start_engine(stop_first: bool = False) -> str:
+        """Start the engine (``stop_first``: what is left of a failed start goes first) and
+        wait until it serves, or will not; on a shared GPU its memory-critical start
+        passes the gate (the engine takes it, or the orchestrator for the whole start)."""
+        if stop_first:
+            stop_engine()
+        if start_gate is not None:
+            take_gate()
+        watch = watch_start()
+        try:
+            engine.start()
+        except BaseException:
+            if start_gate is not None:
+                start_gate.release()
+            raise
+        return await_start(watch)
+
     def restart_engine() -> str:
         with lock:
             if closed:
                 return "exited"
-            engine.stop()
-            watch = StartWatch(engine.log_path, progress)
+            if start_gate is not None:  # the stop frees memory: behind the gate, held on through the new start
+                take_gate()
+                engine.stop()
+            else:
+                stop_engine()
+            watch = watch_start()
             engine.start()
-        return _wait_started(engine, timeouts.startup_s, companions, watch)
+        return await_start(watch)
 
     async def restart(phase: str) -> bool:
         say(f"restarting engine after {phase}")
@@ -216,30 +360,40 @@ def run_cell(
 
         say("starting engine")
         t = time.monotonic()
-        watch = StartWatch(engine.log_path, progress)
-        engine.start()
-        state = _wait_started(engine, timeouts.startup_s, companions, watch)
+        state = start_engine()
         if state == "exited" and port_race(engine.signature()):
             # Not the stack's outcome: the host's. Recorded in the timings, started again once.
             say("a port the engine picked was taken before it bound it; starting it again")
             timings["port_race_restarts"] = 1
-            engine.stop()
-            watch = StartWatch(engine.log_path, progress)
-            engine.start()
-            state = _wait_started(engine, timeouts.startup_s, companions, watch)
-        timings["startup_s"] = time.monotonic() - t
+            state = start_engine(stop_first=True)
+        elif state == "exited" and gate is not None and profiling_collision(engine.signature()):
+            # Memory was freed on the GPU while the engine profiled: a process outside the
+            # gate (every engine of vmatrix passes it). Also the host's; started again once.
+            say("memory was freed on the GPU while the engine profiled it; starting it again")
+            timings["profiling_collision_restarts"] = 1
+            state = start_engine(stop_first=True)
+        # The engine's own start: the wait for the GPU's gate is timed apart.
+        timings["startup_s"] = time.monotonic() - t - timings.get("gpu_gate_wait_s", 0.0)
         if state == "companion_exited":
             return finish(status="startup_failed", signature=server_crash(),
                           message=f"the lmcache server died while the engine started ({sidecar.log_path if sidecar else ''})")
         if state == "exited":
-            return finish(status="startup_failed", signature=engine.signature() or f"exit code {engine.returncode}")
+            signature = engine.signature() or f"exit code {engine.returncode}"
+            if share is not None and (line := _does_not_fit(engine.log_path, cell, share)):
+                return finish(status="startup_failed", signature=line, message=signature)
+            return finish(status="startup_failed", signature=signature)
         if state == "timeout":
             return finish(status="timeout", message=f"engine not ready after {timeouts.startup_s:.0f} s",
                           signature=engine.signature())
 
         say("replaying")
         t = time.monotonic()
-        workload = build_workload(WorkloadSpec(**cell.workload))
+        spec = WorkloadSpec(**cell.workload)
+        layout = engine_layout(spec, engine.log_path, cell.knobs.get("block_size"))
+        workload = build_workload(spec, layout.block_tokens)
+        layout = replace(layout, requests_digest=requests_digest(workload) if spec.shapes else None)
+        if control is not None and control.block_tokens != layout.block_tokens:
+            control = None  # its prompts are other prompts: nothing to abort on
         # Restarts are engine starts, each allowed the startup timeout on top of the replay's.
         budget = timeouts.replay_s + timeouts.startup_s * len(workload.restart_after)
         try:
@@ -257,6 +411,7 @@ def run_cell(
             return finish(status="timeout", message=f"replay not done after {budget:.0f} s")
         # Replay time without the engine restarts in it (timed as restart_s).
         timings["replay_s"] = time.monotonic() - t - timings.get("restart_s", 0.0)
+        transcript.layout = layout
         if sidecar is not None and not sidecar.alive():
             return finish(status="crashed", transcript=transcript, signature=server_crash(),
                           message="the lmcache server died during the replay")
@@ -289,7 +444,9 @@ def run_cell(
         t = time.monotonic()
         with lock:
             closed = True
-            engine.stop()
+            # Its memory is freed: not while another engine on the GPU profiles (held
+            # already: this cell's restart is starting it, no one else is).
+            stop_engine("gpu_gate_stop_wait_s")
         if sidecar is not None:
             sidecar.stop()
         if lmc is not None and lmc.l2_dir is not None:

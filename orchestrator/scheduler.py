@@ -83,6 +83,14 @@ def _task(
                     control=control, runtime=runtime, progress=steps)
 
 
+def task_options(cell: Cell, max_retries: int) -> dict[str, object]:
+    """The Ray options of a cell's task. A cell asks Ray for its GPUs (a tensor-parallel
+    engine: as many as its TP size; a fraction below 1: a share of one GPU, which Ray gives
+    to as many such cells at once as fit); the ids Ray assigns are the ones the engine gets."""
+    return {"num_cpus": cell.resources.get("cpus", 1), "num_gpus": cell.resources.get("gpus", 0),
+            "max_retries": max_retries, "retry_exceptions": False, "name": f"cell-{cell.id}"}
+
+
 def control_reference(
     runs: list[tuple[float, Transcript]], tie_margin: float, abort_after: int, end_tokens: frozenset[int] = frozenset()
 ) -> ControlReference | None:
@@ -291,12 +299,8 @@ def run_sweep(
     control_refs: dict[str, list[ray.ObjectRef]] = {}
 
     def launch(cell: Cell, control: object = None) -> ray.ObjectRef:
-        # A cell asks Ray for its GPUs (a tensor-parallel engine: as many as its TP size);
-        # the ids Ray assigns are the ones the engine gets.
-        ref = task.options(
-            num_cpus=cell.resources.get("cpus", 1), num_gpus=cell.resources.get("gpus", 0),
-            max_retries=max_retries, retry_exceptions=False, name=f"cell-{cell.id}",
-        ).remote(cell, str(log_dir), plan.spec.timeouts, board, rt, control, progress is not None)
+        ref = task.options(**task_options(cell, max_retries)).remote(
+            cell, str(log_dir), plan.spec.timeouts, board, rt, control, progress is not None)
         pending[ref] = cell
         return ref
 

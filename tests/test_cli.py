@@ -15,7 +15,7 @@ QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart.yaml"
 def test_plan_prints_cells_without_running_anything() -> None:
     result = runner.invoke(app, ["sweep", "plan", str(QUICKSTART)])
     assert result.exit_code == 0, result.output
-    assert "4 cells (1 controls)" in result.output
+    assert "6 cells (2 controls)" in result.output
 
 
 def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_path: Path) -> None:
@@ -37,7 +37,7 @@ def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_pat
     db = tmp_path / "r.db"
     store = Store.open(db)
     sweep = store.create_sweep("q", str(QUICKSTART), QUICKSTART.read_text())
-    cell = plan.cells[1]
+    cell = next(c for c in plan.cells if not c.is_control)
     store.add_cell(sweep, cell)
     run = store.record_run(sweep, RunOutcome(cell.id, "ok", time.time(), time.time(), transcript=Transcript()))
     store.record_grade(run, Grade("clean", "hand-written"))
@@ -99,3 +99,17 @@ def test_results_commands_on_an_empty_database(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "abc" in result.output
     result = runner.invoke(app, ["results", "table", "--db", db, "--format", "yaml"])
     assert result.exit_code == 2 and "--format" in result.output
+
+
+def test_plan_with_cell_selectors_keeps_the_picked_cells_and_their_controls() -> None:
+    """A hunting matrix is run part by part: `--cell` picks cells (the bisect grammar) and
+    brings each one's control; the plan names cold races that may not fragment."""
+    matrix = Path(__file__).parent.parent / "examples" / "field-bugs-gpu.yaml"
+    result = runner.invoke(app, ["sweep", "plan", str(matrix), "--engine", "0.25.1",
+                                 "--cell", "prefix_caching=on,speculative=mtp:3"])
+    assert result.exit_code == 0, result.output
+    # PC + MTP k=3 at the default async and with it off, and their one control.
+    assert "3 cells (1 controls)" in result.output
+    assert "cold_race: fragments only if the engine's block exceeds 11 tokens" in " ".join(result.output.split())
+    bad = runner.invoke(app, ["sweep", "plan", str(matrix), "--cell", "prefix_caching"])
+    assert bad.exit_code == 2 and "--cell: 'prefix_caching' is not KEY=VALUE" in bad.output

@@ -484,10 +484,10 @@ def test_migration_0003_backfills_run_samples(db_url: str) -> None:
             conn.execute(insert(Run).values(cell_id=c.id, status=status, **run).returning(Run.id)).scalar_one()
             for c, status in ((cell, "ok"), (crashed, "crashed"))
         )
-        # `restarts`, `itl_s`, `expect` and `answer_chars` came later (migrations 0004, 0007,
-        # 0008): a 0002 table has no such columns.
-        conn.execute(insert(RequestRow), [{"run_id": ok, **{k: v for k, v in asdict(r).items()
-                                                            if k not in ("restarts", "itl_s", "expect", "answer_chars")}}
+        # `restarts`, `itl_s`, `expect`, `answer_chars` and `cached_tokens` came later
+        # (migrations 0004, 0007, 0008, 0009): a 0002 table has no such columns.
+        later = ("restarts", "itl_s", "expect", "answer_chars", "cached_tokens")
+        conn.execute(insert(RequestRow), [{"run_id": ok, **{k: v for k, v in asdict(r).items() if k not in later}}
                                           for r in recorded])
         conn.execute(insert(MetricRow), [{"run_id": ok, "phase": phase, "name": name, "value": value}
                                          for phase, samples in metrics.items() for name, value in samples.items()])
@@ -512,9 +512,10 @@ def test_migration_0003_backfills_run_samples(db_url: str) -> None:
         store.close()
 
 
-def test_migration_0008_reads_older_requests_as_without_expectation(db_url: str) -> None:
-    """Requests recorded at 0007 (before expectations) read back with expect None and no
-    known answer end, through the same transcript the grader and `results regrade` read."""
+def test_migrations_0008_0009_read_older_requests_as_without_expectation_hits_or_layout(db_url: str) -> None:
+    """Requests recorded at 0007 (before expectations, per-request hits and layouts) read back
+    with expect None, no known answer end, no reported hit and no layout, through the same
+    transcript the grader and `results regrade` read."""
     url = to_url(db_url)
     command.upgrade(alembic_config(url), "0007")
     old = Store(create_engine(url))  # the schema as migration 0007 left it
@@ -525,15 +526,17 @@ def test_migration_0008_reads_older_requests_as_without_expectation(db_url: str)
     run = {"sweep_id": sweep, "fingerprint": {}, "timings": {}, "gpu_ids": [], "started_at": 1.0, "finished_at": 2.0}
     with old.engine.begin() as conn:
         ok = conn.execute(insert(Run).values(cell_id=cell.id, status="ok", **run).returning(Run.id)).scalar_one()
-        conn.execute(insert(RequestRow), [{"run_id": ok, **{k: v for k, v in asdict(r).items()
-                                                            if k not in ("expect", "answer_chars")}}
+        later = ("expect", "answer_chars", "cached_tokens")
+        conn.execute(insert(RequestRow), [{"run_id": ok, **{k: v for k, v in asdict(r).items() if k not in later}}
                                           for r in recorded])
     old.close()
 
     store = Store.open(db_url)  # upgrades to head
     try:
-        back = store.transcript_for(ok).requests
+        transcript = store.transcript_for(ok)
+        back = transcript.requests
         assert back == recorded and all(r.expect is None and r.answer_chars is None for r in back)
+        assert all(r.cached_tokens is None for r in back) and transcript.layout is None
     finally:
         store.close()
 

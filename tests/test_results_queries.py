@@ -21,6 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -212,12 +213,7 @@ def test_matched_aligns_by_key_and_drops_failures() -> None:
     assert matched(cand, same_order, "decode_tps") == ((1.0, 2.0, 3.0), (1.0, 2.0, 3.0))
 
 
-@pytest.mark.parametrize("backend", ["numpy", "python"])
-def test_exact_double_speed_gives_ratio_two(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if backend == "python":
-        monkeypatch.setattr(compare_mod, "_np", None)
-    elif compare_mod._np is None:
-        pytest.skip("numpy is not installed")
+def test_exact_double_speed_gives_ratio_two() -> None:
     base = RunSamples.from_records(synthetic_requests(seed=1))
     cand = RunSamples.from_records(synthetic_requests(decode_scale=2.0, ttft_scale=0.5, seed=1))
     (decode,), overall = ratio_intervals([matched(base, cand, "decode_tps")], resamples=300, seed=3)
@@ -229,12 +225,7 @@ def test_exact_double_speed_gives_ratio_two(backend: str, monkeypatch: pytest.Mo
     assert ttft.estimate == pytest.approx(0.5) and ttft.low == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "python"])
-def test_noisy_double_speed_interval_contains_two(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if backend == "python":
-        monkeypatch.setattr(compare_mod, "_np", None)
-    elif compare_mod._np is None:
-        pytest.skip("numpy is not installed")
+def test_noisy_double_speed_interval_contains_two() -> None:
     rng = random.Random(7)
     base = [rng.uniform(20, 40) for _ in range(60)]
     # Each request 2x, times symmetric noise of +-15%: the true ratio of means is 2.
@@ -249,15 +240,9 @@ def test_noisy_double_speed_interval_contains_two(backend: str, monkeypatch: pyt
     assert again[0] == iv and other[0] != iv  # seeded: deterministic, and the seed matters
 
 
-@pytest.mark.parametrize("backend", ["numpy", "python"])
-def test_wanted_pairs_get_the_same_intervals_and_the_overall_is_unchanged(
-        backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wanted_pairs_get_the_same_intervals_and_the_overall_is_unchanged() -> None:
     """`results compare` works out per-pair intervals only for the pairs it lists: those
     must be the intervals a full run gives them, and the headline interval must not move."""
-    if backend == "python":
-        monkeypatch.setattr(compare_mod, "_np", None)
-    elif compare_mod._np is None:
-        pytest.skip("numpy is not installed")
     rng = random.Random(5)
     pairs = [([rng.uniform(1, 2) for _ in range(15)], [rng.uniform(1, 2) * (1 + i / 10) for _ in range(15)])
              for i in range(8)]
@@ -696,15 +681,14 @@ def test_packed_samples_match_as_decoded_ones(store: Store) -> None:
             slow = matched(decoded[runs[0]], decoded[other], metric)
             assert [list(map(float, side)) for side in fast] == [list(side) for side in slow]
     same = matched(packed[runs[0]], packed[runs[0]], "ttft_s")
-    if compare_mod._np is not None:  # identical keys, nothing missing: the stored arrays as they are
-        assert all(type(side).__name__ == "ndarray" for side in same)
+    # Identical keys, nothing missing: the stored arrays, as they are.
+    assert all(isinstance(side, np.ndarray) for side in same)
     assert list(same[0]) == list(decoded[runs[0]].ttft_s)
 
 
 def test_int32_pair_draws_are_numpys_default_draws() -> None:
     """db.compare draws stage-two pairs as int32 to save time; they must be the very
     numbers the int64 default gives, or the overall intervals would change."""
-    np = pytest.importorskip("numpy")
     for p in (2, 7, 1000, 5003, 70_000):
         wide = np.random.default_rng([0, 1, p]).integers(0, p, size=(50, p))
         flat = compare_mod._pair_draws(0, p, 50)  # flat indices into a (p x 50) matrix

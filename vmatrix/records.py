@@ -7,7 +7,8 @@ build them from recorded transcripts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from vmatrix.expect import Expectation
 
@@ -46,6 +47,9 @@ class RequestRecord:
     # past the answer. None: no end token within max_tokens (the answer was cut), or the
     # model's end tokens were not known to the replay.
     answer_chars: int | None = None
+    # Prompt tokens the engine served from its prefix cache (the usage's
+    # prompt_tokens_details.cached_tokens); None: not reported (runs before 0009 too).
+    cached_tokens: int | None = None
 
     @property
     def answer(self) -> str | None:
@@ -67,6 +71,25 @@ def answer_span(tokens: Sequence[int], end_tokens: frozenset[int]) -> int | None
     return None if end is None else end + 1
 
 
+@dataclass(frozen=True)
+class Layout:
+    """The engine's blocks as it reported them when it started, and the block the replay
+    laid its requests out on."""
+
+    block_tokens: int | None  # laid out on (None: an unshaped workload without probe_block_tokens)
+    source: str  # engine | probe_block_tokens | guessed | unshaped
+    attention_block: int | None = None  # "Setting attention block size to N tokens"
+    group_blocks: tuple[int, ...] = ()  # "kv cache group sizes [...]": each KV cache group's block
+    requests_digest: str | None = None  # the requests as laid out (jobs.workload.requests_digest)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "group_blocks": list(self.group_blocks)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Layout | None:
+        return None if data is None else cls(**{**data, "group_blocks": tuple(data.get("group_blocks") or ())})
+
+
 @dataclass
 class Transcript:
     """Everything a replay produced against one engine."""
@@ -79,6 +102,8 @@ class Transcript:
     # confident divergences; these requests were never sent. Not sent is not missing.
     aborted_early: bool = False
     skipped: list[str] = field(default_factory=list)
+    # What the requests were laid out on (shaped workloads): :class:`Layout`; None before 0009.
+    layout: Layout | None = None
 
     def by_key(self) -> dict[str, RequestRecord]:
         return {r.key: r for r in self.requests}
@@ -96,6 +121,9 @@ class ControlReference:
     margins: dict[str, tuple[float | None, ...]]
     tie_margin: float
     abort_after: int  # stop sending after this many confident divergences
+    # What the control's requests were laid out on: a cell laid out on another block sent
+    # other prompts under the same keys, so its answers cannot be held against these.
+    block_tokens: int | None = None
 
     @classmethod
     def from_transcript(cls, control: Transcript, tie_margin: float, abort_after: int,
@@ -103,4 +131,5 @@ class ControlReference:
         ok = [r for r in control.requests if not r.error]
         spans = {r.key: answer_span(r.token_ids, end_tokens) for r in ok}
         return cls({r.key: tuple(r.token_ids[:spans[r.key]]) for r in ok},
-                   {r.key: tuple(r.margins[:spans[r.key]]) for r in ok}, tie_margin, abort_after)
+                   {r.key: tuple(r.margins[:spans[r.key]]) for r in ok}, tie_margin, abort_after,
+                   control.layout.block_tokens if control.layout else None)

@@ -12,6 +12,22 @@ from typing import Literal
 from vmatrix.expect import Expectation
 
 Api = Literal["chat", "completions"]  # the OpenAI API a workload is replayed through
+# Where a probed line lies relative to the restore point of its request's cache hit: its
+# words inside the last restored block, split by the restore point, or computed after it.
+Probe = Literal["before", "at", "after"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Where a shaped request lies on the engine's blocks (jobs/shapes.py), so the grader can
+    check that what the shape is about happened: the prompt's length as the engine counts
+    it, the restore point a cache hit should reach, the block boundary its decode should
+    cross. None: the shape claims nothing of that kind for this request."""
+
+    prompt_tokens: int
+    hit_at: int | None = None  # a hit should restore at least this many tokens (a block boundary)
+    crosses: int | None = None  # the decode should run past this block boundary
+    probe: Probe | None = None  # the asked line, relative to hit_at
 
 
 @dataclass(frozen=True)
@@ -23,6 +39,8 @@ class ReplayRequest:
     messages: tuple[tuple[str, str], ...]  # (role, content)
     # What the answer should be (ground truth for recall grading); None: not known.
     expect: Expectation | None = None
+    shape: str = ""  # the shape it belongs to (WorkloadSpec.shapes); "": an unshaped workload
+    claim: Claim | None = None
 
     def chat_messages(self) -> list[dict[str, str]]:
         return [{"role": role, "content": content} for role, content in self.messages]
@@ -39,6 +57,9 @@ class Workload:
     api: Api = "chat"
     # Keys of the requests that ask for the line a cached block boundary splits (probe_block_tokens).
     probes: tuple[str, ...] = ()
+    # The block the requests were laid out on (shaped workloads: the engine's, learned when it
+    # started; or probe_block_tokens); None: not laid out on blocks.
+    block_tokens: int | None = None
 
     @property
     def requests(self) -> list[ReplayRequest]:

@@ -58,11 +58,17 @@ EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", help="Only the cells of this engine (a version or label); repeat for more.")]
 
 
+CellOpt = Annotated[list[str] | None, typer.Option(
+    "--cell", help="Only the cells matching KEY=VALUE[,...] (the bisect grammar), with their controls; repeat "
+                   "for more.")]
+
+
 ControlsOpt = Annotated[bool, typer.Option(
     "--controls-only", help="Only the controls (with --rerun: a repeat for `vmatrix results noise`).")]
 
 
-def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = False) -> Plan:
+def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = False,
+          cells: list[str] | None = None) -> Plan:
     from orchestrator.matrix import expand
     from orchestrator.release_ranges import load_matrix
 
@@ -71,6 +77,11 @@ def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = Fa
         console.print(choice.line(), highlight=False, soft_wrap=True)
     plan = expand(resolved.spec, str(path))
     plan = plan.only_engines(engines) if engines else plan
+    if cells:
+        from orchestrator.bisect.selector import cell_matches, parse_selector
+
+        wanted = [parse_selector(text) for text in cells]
+        plan = plan.only_cells(lambda c: any(cell_matches(c, f) for f in wanted))
     return plan.only_controls() if controls_only else plan
 
 
@@ -123,14 +134,14 @@ def _recorded(db: str | None, cell_ids: list[str]) -> dict[str, str] | None:
 
 @sweep_app.command("plan")
 def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, controls_only: ControlsOpt = False,
-               index_url: IndexOpt = None) -> None:
+               cells: CellOpt = None, index_url: IndexOpt = None) -> None:
     """Print the expanded cells of MATRIX without running anything, and what the results
     already hold for each (`sweep run` skips those; --rerun runs them again). A release
     range is shown with the releases it stands for today."""
     from orchestrator.geometry import violations
 
     use_index(index_url)
-    plan = _plan(matrix, engine, controls_only)
+    plan = _plan(matrix, engine, controls_only, cells)
     recorded = _recorded(db, [c.id for c in plan.cells])
     # Wide terminals show whole ids and the workload; at 80 columns the workload (one per
     # matrix, named in the title) gives its width to the knobs.
@@ -159,6 +170,15 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
             role += f" (invalid: {broken[0].rule}{', run anyway' if plan.spec.run_invalid else ''})"
         table.add_row(*_cell_row(cell, role, wide, shared, "-" if caption else "defaults"), *([recorded.get(cell.id, "-")] if recorded else []))
     console.print(table)
+    from orchestrator.shape_plan import shape_notes
+
+    notes: dict[str, list[str]] = {}
+    for cell in plan.cells:
+        for note in shape_notes(cell):
+            notes.setdefault(note, []).append(cell.id[:8])
+    for note, ids in notes.items():
+        console.print(f"{note} [{len(ids)} cell(s): {', '.join(ids[:6])}{' ...' if len(ids) > 6 else ''}]",
+                      highlight=False, markup=False)
 
 
 @sweep_app.command("run")
@@ -170,6 +190,7 @@ def sweep_run(
     num_gpus: Annotated[int | None, typer.Option(help="GPUs of the local Ray (logical ones are fine).")] = None,
     engine: EngineOpt = None,
     controls_only: ControlsOpt = False,
+    cells: CellOpt = None,
     runtime: Annotated[str | None, typer.Option(help="local or docker: overrides the matrix's `runtime:`.")] = None,
     retries: Annotated[int, typer.Option(help="Re-runs of a cell whose worker or node died.")] = 1,
     progress: Annotated[bool, typer.Option(help="Show each long step as it goes: env/image and canary builds, "
@@ -184,7 +205,7 @@ def sweep_run(
     from orchestrator.scheduler import run_sweep
 
     use_index(index_url)
-    plan = _plan(matrix, engine, controls_only)
+    plan = _plan(matrix, engine, controls_only, cells)
     if runtime not in (None, "local", "docker"):
         fail(f"--runtime: '{runtime}' is not one of local, docker")
     store = open_store(db)

@@ -129,6 +129,33 @@ def _coverage(evidence: Mapping[str, Any], counters: Mapping[str, float]) -> Ren
     return Group(Text("Coverage", style="bold"), *lines) if lines else None
 
 
+def _shapes(evidence: Mapping[str, Any]) -> RenderableType | None:
+    """Per shape: recall against the control (by where the asked line lies relative to the
+    restore point), and what the engine reported of the shape's point."""
+    shapes = evidence.get("shapes")
+    if not shapes:
+        return None
+    layout = evidence.get("layout") or {}
+    title = "Shapes" + (f", laid out on {layout['block_tokens']}-token blocks ({layout.get('source')})"
+                        if layout.get("block_tokens") else "")
+    table = Table(title=title, title_justify="left")
+    for col in ("shape", "recall (control)", "before / at / after", "hits at restore point", "decode crossed",
+                "drafted"):
+        table.add_column(col, overflow="fold")
+    for name, s in shapes.items():
+        cover = s.get("coverage") or {}
+        by = s.get("by_probe") or {}
+        places = " / ".join(f"{by[p]['cell']}/{by[p]['requests']}" if p in by else "-" for p in ("before", "at", "after"))
+        hits = cover.get("hits")
+        table.add_row(
+            name, f"{s.get('cell', '-')}/{s.get('requests', '-')} ({s.get('control', '-')})", places,
+            f"{hits['reached']}/{hits['laid_out']}" + (f", {hits['short']} short" if hits.get("short") else "")
+            if hits else "-",
+            str(cover["decode_crossed"]) if "decode_crossed" in cover else "-",
+            f"{cover['drafted']:,.0f}" if "drafted" in cover else "-")
+    return table
+
+
 def _latency(latency: Mapping[str, Any]) -> RenderableType | None:
     if not latency or not latency.get("requests"):
         return None
@@ -162,7 +189,7 @@ def render_cell(detail: CellDetail, counters: Mapping[int, Mapping[str, float]] 
     if run is not None:
         evidence = run.grades[0].evidence if run.grades else {}
         for part in (_divergence(evidence, expect_by_key or {}), _coverage(evidence, run_counters),
-                     _latency(run.latency), _acceptance(run_counters)):
+                     _shapes(evidence), _latency(run.latency), _acceptance(run_counters)):
             if part is not None:
                 parts += [Text(""), part]
         parts += [Text(""), Text.assemble(("log ", "dim"), run.log_path or "-",

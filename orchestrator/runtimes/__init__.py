@@ -40,6 +40,7 @@ class EngineStart:
     gpu_ids: list[str]  # Ray's ids for the task
     log_path: Path  # the engine's log
     run_dir: Path  # the cell run's own folder (LMCache state)
+    memory_share: float | None = None  # --gpu-memory-utilization on a GPU shared with other cells
 
 
 class Runtime(Protocol):
@@ -59,6 +60,11 @@ class Runtime(Protocol):
     def remove_lost_attempts(self, cell_id: str | None = None, node: str | None = None) -> list[tuple[str, str]]:
         """Remove engines this sweep's driver started on attempts whose node was lost (of
         one cell, on one Ray node), which nothing else would stop; (cell id, name) each."""
+        ...
+
+    def cannot_gate_in_engine(self, env: EngineEnvironment) -> str | None:
+        """Why an engine of ``env`` cannot take its GPU's gate itself (images/gpu_gate:
+        the orchestrator then holds it around the whole start); None when it can."""
         ...
 
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[Engine, LMCacheSetup | None]:

@@ -236,6 +236,9 @@ class EngineContainer:
             with contextlib.suppress(Exception):  # already removed
                 self.container.remove(force=True)
 
+    def owns(self, pid: int) -> bool:
+        return False  # a container's engine never holds the GPU's gate itself (DockerRuntime.cannot_gate_in_engine)
+
     def signature(self) -> str | None:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return error_signature(text, self.returncode)
@@ -268,6 +271,11 @@ class DockerRuntime:
             return []
         return remove_attempts(self.sweep, self.owner, cell_id, node=node)
 
+    def cannot_gate_in_engine(self, env: EngineEnvironment) -> str | None:
+        # The hook and the gate's files live on the orchestrator's node; a container sees
+        # neither (and this node's paths are not the daemon's, canary.on_host_path).
+        return "the engine runs in a container, which sees neither the hook nor the gate's files"
+
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[EngineContainer, None]:
         cell = start.cell
         if cell.knobs.get("lmcache_connector"):
@@ -283,7 +291,7 @@ class DockerRuntime:
         draft = draft_dir(cell.knobs)
         drafter = on_host_path(str(draft)) if draft else None
         argv = engine_argv(env.python, cell.engine, cell.knobs, model, CONTAINER_PORT, host="0.0.0.0",
-                           draft_model=drafter)
+                           draft_model=drafter, memory_share=start.memory_share)
         labels = {LABEL_SWEEP: self.sweep, LABEL_CELL: cell.id} | ({LABEL_OWNER: self.owner} if self.owner else {}) \
             | ({LABEL_NODE: ray.get_runtime_context().get_node_id()} if ray.is_initialized() else {})
         engine = EngineContainer(

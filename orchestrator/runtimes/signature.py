@@ -77,7 +77,19 @@ def error_signature(log: str, returncode: int | None = None) -> str | None:
 _BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
 
 
+# Each KV cache group's block once the cache is allocated (0.31.0 on: attention and Mamba
+# groups; a Mamba group without prefix caching holds one state per request, max_model_len).
+_GROUPS = re.compile(r"kv cache group sizes \[([\d, ]*)\]")
+
+
 def engine_block_tokens(log: str) -> int | None:
-    """The prefix-cache block size a hybrid engine chose, from its log; None when it did not say."""
-    found = _BLOCK.search(log)
-    return int(found.group(1)) if found else None
+    """The prefix-cache block size a hybrid engine chose, from its log (the last start's,
+    when it was restarted); None when it did not say."""
+    found = _BLOCK.findall(log)
+    return int(found[-1]) if found else None
+
+
+def engine_group_blocks(log: str) -> tuple[int, ...]:
+    """Each KV cache group's block size, from the log (the last start's); () when not said."""
+    found = _GROUPS.findall(log)
+    return tuple(int(n) for n in found[-1].split(",") if n.strip()) if found else ()

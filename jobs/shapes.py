@@ -1,0 +1,400 @@
+"""Workload shapes: canary requests laid out on the engine's blocks, where the field's
+corruption lives (shared/DOMAIN.md, "Upstream bugs on the hit path").
+
+A hybrid engine in align mode keeps the recurrent state only at block boundaries, and a
+prefix-cache hit restores the state of its last full block. What goes wrong happens at
+those boundaries, so each shape places its prompts relative to the engine's block ``B``
+(learned from the engine when it starts; ``probe_block_tokens`` overrides it) and sends
+them with the concurrency that makes prefills share the token budget:
+
+- ``cold_race`` (vLLM issue 43559, fixed by PR 51113): cold prompts of 1.05-1.95 blocks
+  sent at once, so a budget smaller than their sum fragments them and a chunk can end
+  mid-block; then each is sent again with its answer and a new question, restoring the
+  state published at ``B``. ``identical: true`` sends one prompt that many times (vLLM's
+  own test: 16 identical prompts of about 1.35 blocks).
+- ``decode_cross`` (the multi-turn wave of vLLM's test): prompts a few tokens short of
+  ``2B``, so the answer's decode crosses the boundary; then prompt + answer + a question
+  about the block before it, restoring the state decode published at ``2B``.
+- ``spec_tail`` (issue 55766): prompts of ``mB + t`` tokens sent twice; the second hits
+  ``mB`` and its last prefill chunk is ``t`` = 1 + k tokens (k: draft tokens) past it.
+- ``agent`` (issue 53912 lives on these hits): sessions of turns over a long shared prefix
+  and agent switches onto it, each turn resending the history.
+- ``unique_tail`` (issue 45238): a shared prefix that ends mid-block followed by a tail of
+  more than a block of each request's own, so the align checkpoint lands in tokens no
+  other request has; a second wave shares only the prefix.
+
+Every request that reads a restored state asks for a line that state carries: lines whose
+words lie in the last restored block (``before``), the line the restore point splits
+(``at``) and lines computed after it (``after``): on vLLM 0.25.1 with MTP the lines
+inside the last restored block were lost while the split line survived
+(shared/ENGINES.md). Each request carries a :class:`vmatrix.workload.Claim` (its length,
+the restore point a hit should reach, the boundary its decode should cross) that the
+grader checks against what the engine reports.
+
+Token positions are exact: :func:`canary_tokens` is the shipped canary tokenizer's split
+of the corpus language (tests/test_shapes.py holds it, and every shape's claims, to the
+real tokenizer at blocks of 144 and 384).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from images.canary import corpus
+from vmatrix.expect import Expectation
+from vmatrix.workload import Claim, Probe, ReplayRequest
+
+ShapeKind = Literal["cold_race", "decode_cross", "spec_tail", "agent", "unique_tail"]
+SHAPE_KINDS: tuple[ShapeKind, ...] = ("cold_race", "decode_cross", "spec_tail", "agent", "unique_tail")
+
+# The canary's tokenizer makes one token of each special token, newline, word (with its
+# leading space), digit, and of "_", ":", "=", "." (with a leading space where there is one).
+_TOKEN = re.compile(r"<\|im_start\|>|<\|im_end\|>|\n| ?[A-Za-z]+|\d| ?[_:=.]| ")
+
+
+def canary_tokens(text: str) -> list[str]:
+    """The shipped canary tokenizer's tokens of a text in the canary's language."""
+    return _TOKEN.findall(text)
+
+
+def count(text: str) -> int:
+    return len(canary_tokens(text))
+
+
+class ShapeParams(Protocol):
+    """One entry of a workload's ``shapes:`` (``orchestrator.spec`` validates them); each
+    kind reads the fields it has."""
+
+    @property
+    def kind(self) -> ShapeKind: ...
+    @property
+    def name(self) -> str: ...
+
+
+Phase = tuple[str, tuple[ReplayRequest, ...]]
+
+# The words a definition line has: the training corpus's 3 to 6.
+MIN_WORDS, MAX_WORDS = 3, 6
+_HEAD = corpus.chat([("system", corpus.HEADER + "\ntools: " + " ".join(corpus.TOOLS))])[:-len("<|im_end|>\n")]
+# Tokens of a definition line with the newline before it: "\n", "var", "_", 4 digits, " =", its words.
+LINE_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A canary conversation up to the question it asks: definitions, answered turns, question."""
+
+    defs: tuple[str, ...]
+    history: tuple[tuple[str, str], ...]  # (user, the recorded answer)
+    question: str
+    asked: int  # the definition the question names
+
+    def messages(self) -> tuple[tuple[str, str], ...]:
+        system = "\n".join([corpus.HEADER, "tools: " + " ".join(corpus.TOOLS), *self.defs])
+        msgs: list[tuple[str, str]] = [("system", system)]
+        for user, answer in self.history:
+            msgs += [("user", user), ("assistant", answer)]
+        return (*msgs, ("user", self.question))
+
+    def prompt(self) -> str:
+        return corpus.chat(list(self.messages()), generation_prompt=True)
+
+    def answer(self) -> str:
+        return self.defs[self.asked]
+
+    def answered(self) -> tuple[tuple[str, str], ...]:
+        """The history of the next turn: this one's, then this question answered as recorded."""
+        return (*self.history, (self.question, self.answer()))
+
+
+def line_spans(defs: Sequence[str]) -> list[tuple[int, int]]:
+    """Each definition's tokens in a prompt: [its newline, after its last word)."""
+    at, spans = count(_HEAD), []
+    for d in defs:
+        end = at + LINE_TOKENS + len(d.split()) - 2
+        spans.append((at, end))
+        at = end
+    return spans
+
+
+def where(span: tuple[int, int], restore: int, block: int) -> Probe | None:
+    """Where a line lies relative to a restore point: inside the last restored block, split
+    by it, after it; None: in an earlier block."""
+    start, end = span
+    if start >= restore:
+        return "after"
+    if end > restore:
+        return "at"
+    return "before" if start >= restore - block else None
+
+
+def probe_lines(defs: Sequence[str], restore: int, block: int) -> dict[Probe, list[int]]:
+    lines: dict[Probe, list[int]] = {"before": [], "at": [], "after": []}
+    for i, span in enumerate(line_spans(defs)):
+        if (w := where(span, restore, block)) is not None:
+            lines[w].append(i)
+    return lines
+
+
+class Names:
+    """Definition names no other line of the same prompt family uses."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self._free = rng.sample(range(corpus.NAMES), corpus.NAMES)
+
+    def take(self) -> str:
+        return f"var_{self._free.pop():04d}"
+
+
+def definitions(rng: random.Random, names: Names, tokens: int, words: dict[int, int] | None = None) -> list[str]:
+    """Definition lines taking exactly ``tokens`` tokens (with their newlines), each of 3-6
+    words; ``words`` fixes the word count of some lines by index."""
+    words = words or {}
+    n = max(1, -(-tokens // (LINE_TOKENS + MAX_WORDS)))
+    while n * (LINE_TOKENS + MIN_WORDS) > tokens or n < max(words, default=-1) + 1:
+        n -= 1 if n * (LINE_TOKENS + MIN_WORDS) > tokens else -1
+        if n <= 0 or n * (LINE_TOKENS + MAX_WORDS) < tokens:
+            raise ValueError(f"no definition lines take exactly {tokens} tokens")
+    counts = [words.get(i, MIN_WORDS) for i in range(n)]
+    spare = tokens - sum(LINE_TOKENS + c for c in counts)
+    free = [i for i in range(n) if i not in words]
+    while spare > 0:
+        grow = [i for i in free if counts[i] < MAX_WORDS]
+        if not grow:
+            raise ValueError(f"no definition lines take exactly {tokens} tokens")
+        counts[rng.choice(grow)] += 1
+        spare -= 1
+    if spare < 0:
+        raise ValueError(f"no definition lines take exactly {tokens} tokens")
+    return [f"{names.take()} = " + " ".join(rng.choice(corpus.WORDS) for _ in range(c)) for c in counts]
+
+
+def question(rng: random.Random, defs: Sequence[str], asked: int, turn: int) -> str:
+    name = defs[asked].split(" = ")[0]
+    return f"turn {turn}: {rng.choice(corpus.TOOLS)} then show {name}"
+
+
+def fitted(rng: random.Random, names: Names, length: int, turn: int = 0,
+           asked_words: int | None = None, asked_at: float = 0.5) -> Conversation:
+    """A one-question conversation whose prompt is exactly ``length`` tokens; the asked line
+    sits at ``asked_at`` of the definitions (and has ``asked_words`` words if given)."""
+    # The question's length does not depend on which name it asks (names are 4 digits).
+    probe_q = f"turn {turn}: {corpus.TOOLS[0]} then show var_0000"
+    empty = Conversation((), (), probe_q, 0)
+    tokens = length - count(empty.prompt())
+    n_guess = max(1, round(tokens / (LINE_TOKENS + 4.5)))
+    asked = min(n_guess - 1, int(asked_at * n_guess))
+    defs = definitions(rng, names, tokens, {asked: asked_words} if asked_words else None)
+    asked = min(asked, len(defs) - 1)
+    conv = Conversation(tuple(defs), (), question(rng, defs, asked, turn), asked)
+    assert count(conv.prompt()) == length, (count(conv.prompt()), length)
+    return conv
+
+
+def _request(shape: str, session: str, turn: int, phase: str, conv: Conversation, claim: Claim) -> ReplayRequest:
+    return ReplayRequest(key=f"{session}/{turn}", session=session, turn=turn, phase=phase, messages=conv.messages(),
+                         expect=Expectation.exact(conv.answer()), shape=shape, claim=claim)
+
+
+def _probe_cycle(n: int) -> Iterator[Probe]:
+    order: tuple[Probe, ...] = ("before", "at", "after")
+    for i in range(n):
+        yield order[i % len(order)]
+
+
+def _ask(rng: random.Random, defs: tuple[str, ...], history: tuple[tuple[str, str], ...], restore: int,
+         block: int, want: Probe, turn: int, exclude: set[int]) -> tuple[Conversation, Probe | None]:
+    """A conversation asking, after ``history``, a line at ``want`` relative to ``restore``
+    (the nearest position that has a line not asked yet, if none is there)."""
+    lines = probe_lines(defs, restore, block)
+    for pos in (want, "before", "at", "after"):
+        free = [i for i in lines[pos] if i not in exclude]  # type: ignore[index]
+        if free:
+            i = free[-1] if pos == "before" and rng.random() < 0.5 else rng.choice(free)
+            return Conversation(defs, history, question(rng, defs, i, turn), i), pos  # type: ignore[return-value]
+    i = rng.choice([i for i in range(len(defs)) if i not in exclude])
+    return Conversation(defs, history, question(rng, defs, i, turn), i), None
+
+
+def restore_point(prompt: str, cached: Sequence[Sequence[str]], block: int) -> int:
+    """The block boundary a prompt's cache hit can reach, given token lists that earlier
+    requests left in the cache: vLLM hits full blocks only, and never the whole prompt."""
+    tokens = canary_tokens(prompt)
+    best = max((_common(tokens, c) for c in cached), default=0)
+    return min(best, len(tokens) - 1) // block * block
+
+
+def _asked_before(conv: Conversation) -> set[int]:
+    return {conv.asked} | {conv.defs.index(answer) for _, answer in conv.history}
+
+
+# --- the shapes ---------------------------------------------------------------------------------
+
+
+def race_lengths(p: ShapeParams, block: int) -> list[int]:
+    """A cold_race shape's prompt lengths in the order they are sent: spread over ``blocks``
+    blocks, or all the middle one when ``identical``."""
+    lo, hi = p.blocks  # type: ignore[attr-defined]
+    n: int = p.prompts  # type: ignore[attr-defined]
+    if p.identical:  # type: ignore[attr-defined]
+        return [round(block * (lo + hi) / 2)] * n
+    return [round(block * (lo + (hi - lo) * i / max(1, n - 1))) for i in range(n)]
+
+
+def fragments(p: ShapeParams, block: int, budget: int | None, max_num_seqs: int | None) -> bool | None:
+    """Whether a cold_race shape's prompts, sent at once, overrun the engine's token budget
+    per step, so that their prefills are split into chunks and one can end mid-block (the
+    scheduler takes at most ``max_num_seqs`` at a time); None when the budget is not known."""
+    if budget is None:
+        return None
+    lengths = race_lengths(p, block)
+    return sum(lengths[:max_num_seqs or len(lengths)]) > budget
+
+
+def cold_race(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+    """Cold prompts of ``blocks`` blocks at once, then each again with its answer and a
+    question about a line before, at or after the restore point ``block``."""
+    names = Names(rng)
+    lengths = race_lengths(p, block)
+    if p.identical:  # type: ignore[attr-defined]
+        firsts = [fitted(rng, names, lengths[0])] * len(lengths)
+    else:
+        firsts = [fitted(rng, names, n) for n in lengths]
+    n = len(firsts)
+    cold, resend = [], []
+    for i, (conv, want) in enumerate(zip(firsts, _probe_cycle(n), strict=True)):
+        session = f"{p.name}.{i}"
+        cold.append(_request(p.name, session, 0, f"{p.name}/cold", conv, Claim(count(conv.prompt()))))
+        again, probe = _ask(rng, conv.defs, conv.answered(), block, block, want, 1, {conv.asked})
+        resend.append(_request(p.name, session, 1, f"{p.name}/resend", again,
+                               Claim(count(again.prompt()), hit_at=block, probe=probe)))
+    return [(f"{p.name}/cold", tuple(cold)), (f"{p.name}/resend", tuple(resend))]
+
+
+def decode_cross(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+    """Prompts ``short_by`` tokens short of two blocks whose answers' decode crosses the
+    boundary, then each with its answer and a question about the block before it."""
+    lo, hi = p.short_by  # type: ignore[attr-defined]
+    n: int = p.prompts  # type: ignore[attr-defined]
+    names = Names(rng)
+    boundary = 2 * block
+    cross, resend = [], []
+    for i in range(n):
+        short = lo + i % (hi - lo + 1)
+        # The answer must run past the boundary before its end token: "var_XXXX =" is 7
+        # tokens, then the words.
+        conv = fitted(rng, names, boundary - short, asked_words=MAX_WORDS, asked_at=0.3)
+        session = f"{p.name}.{i}"
+        cross.append(_request(p.name, session, 0, f"{p.name}/cross", conv,
+                              Claim(count(conv.prompt()), crosses=boundary)))
+        again, probe = _ask(rng, conv.defs, conv.answered(), boundary, block, "before", 1, {conv.asked})
+        resend.append(_request(p.name, session, 1, f"{p.name}/resend", again,
+                               Claim(count(again.prompt()), hit_at=boundary, probe=probe)))
+    return [(f"{p.name}/cross", tuple(cross)), (f"{p.name}/resend", tuple(resend))]
+
+
+def spec_tail(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+    """Prompts of ``m * block + t`` tokens, sent cold and then again: the second hits
+    ``m * block`` and prefills its last ``t`` tokens in one chunk."""
+    names = Names(rng)
+    cold, resend = [], []
+    for m in p.blocks:  # type: ignore[attr-defined]
+        for t in p.tails:  # type: ignore[attr-defined]
+            restore = m * block
+            conv = fitted(rng, names, restore + t, asked_at=0.95)
+            session = f"{p.name}.{m}b{t}"
+            cold.append(_request(p.name, session, 0, f"{p.name}/cold", conv, Claim(restore + t)))
+            probe = where(line_spans(conv.defs)[conv.asked], restore, block)
+            resend.append(_request(p.name, session, 1, f"{p.name}/resend", conv,
+                                   Claim(restore + t, hit_at=restore, probe=probe)))
+    return [(f"{p.name}/cold", tuple(cold)), (f"{p.name}/resend", tuple(resend))]
+
+
+def agent(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+    """Sessions over one shared prefix, each turn resending its history, then agent switches
+    (new sessions on the warm prefix). A request whose prompt an earlier phase left in the
+    cache asks a line before, at or after the restore point its hit should reach."""
+    names = Names(rng)
+    shared = definitions(rng, names, max(LINE_TOKENS + MIN_WORDS, p.prefix_tokens - count(_HEAD)))  # type: ignore[attr-defined]
+    sessions: int = p.sessions  # type: ignore[attr-defined]
+    # Each session ends in lines of its own, so sessions ask different lines past the prefix.
+    defs = [(*shared, *definitions(rng, names, 4 * (LINE_TOKENS + 4)))
+            for _ in range(sessions + p.agent_switches)]  # type: ignore[attr-defined]
+    convs: dict[int, Conversation] = {}
+    cached: list[list[str]] = []  # what earlier phases left in the cache: prompts and answers
+    wants = _probe_cycle(1_000_000)
+    phases: list[Phase] = []
+
+    def phase(name: str, turn: int, members: Sequence[int]) -> None:
+        reqs = []
+        for s in members:
+            prev = convs.get(s)
+            history = prev.answered() if prev else ()
+            asked = _asked_before(prev) if prev else set()
+            restore = restore_point(Conversation(defs[s], history, f"turn {turn}", 0).prompt(), cached, block)
+            conv, probe = _ask(rng, defs[s], history, restore, block, next(wants), turn, asked)
+            convs[s] = conv
+            claim = Claim(count(conv.prompt()), hit_at=restore, probe=probe) if restore else Claim(count(conv.prompt()))
+            reqs.append(_request(p.name, f"{p.name}.{s}", turn, name, conv, claim))
+        phases.append((name, tuple(reqs)))
+        # The engine cached each prompt and what its decode wrote: the answer, then its end token.
+        cached.extend(canary_tokens(convs[s].prompt() + convs[s].answer() + "<|im_end|>") for s in members)
+
+    for t in range(p.turns):  # type: ignore[attr-defined]
+        phase(f"{p.name}/turn-{t}", t, range(sessions))
+    for k in range(p.agent_switches):  # type: ignore[attr-defined]
+        phase(f"{p.name}/switch-{k}", 0, [sessions + k])
+    return phases
+
+
+def unique_tail(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+    """A shared prefix ending mid-block, each request then a tail of its own longer than a
+    block, in two waves: the second can only hit the shared prefix's last full block."""
+    names = Names(rng)
+    shared = definitions(rng, names, max(LINE_TOKENS + MIN_WORDS, round(p.shared_blocks * block) - count(_HEAD)))  # type: ignore[attr-defined]
+    restore = line_spans(shared)[-1][1] // block * block
+    wants = _probe_cycle(1_000_000)
+    phases: list[Phase] = []
+    for wave in range(2):
+        reqs = []
+        for i in range(p.requests):  # type: ignore[attr-defined]
+            defs = (*shared, *definitions(rng, names, round(p.tail_blocks * block)))  # type: ignore[attr-defined]
+            if wave == 0:
+                asked = rng.randrange(len(defs))
+                conv = Conversation(defs, (), question(rng, defs, asked, 0), asked)
+                claim = Claim(count(conv.prompt()))
+            else:
+                conv, probe = _ask(rng, defs, (), restore, block, next(wants), 0, set())
+                claim = Claim(count(conv.prompt()), hit_at=restore, probe=probe) if restore else Claim(
+                    count(conv.prompt()))
+            reqs.append(_request(p.name, f"{p.name}.{wave}.{i}", 0, f"{p.name}/wave-{wave}", conv, claim))
+        phases.append((f"{p.name}/wave-{wave}", tuple(reqs)))
+    return phases
+
+
+def _common(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+BUILDERS: dict[str, Callable[[ShapeParams, int, random.Random], list[Phase]]] = {
+    "cold_race": cold_race, "decode_cross": decode_cross, "spec_tail": spec_tail, "agent": agent,
+    "unique_tail": unique_tail,
+}
+
+
+def build_shapes(shapes: Sequence[ShapeParams], block: int, seed: int) -> list[Phase]:
+    """Every shape's phases, in order, laid out on ``block``; each shape draws from its own
+    random stream, so adding a shape leaves the others' requests as they were."""
+    phases: list[Phase] = []
+    for n, shape in enumerate(shapes):
+        phases += BUILDERS[shape.kind](shape, block, random.Random(f"{seed}/{n}/{shape.kind}"))
+    return phases

