@@ -258,3 +258,39 @@ def newest_grade_id() -> Any:
 def newest_grade_of(run_id: int) -> Any:
     """The id of run ``run_id``'s newest grade (db.reads.GRADE_RECENCY), as a scalar subquery."""
     return select(func.max(getattr(GradeRow, GRADE_RECENCY))).where(GradeRow.run_id == run_id).scalar_subquery()
+
+
+class BisectRow(Base):
+    """What one bisect found between two ends, recorded beside the cells it bisected.
+
+    ``vmatrix watch`` records one for every cell whose verdict changed from the previous
+    release; ``vmatrix bisect`` records its answer too. Each step is a stored run already
+    (``steps`` names them); this row keeps the search's answer, and a failed search its
+    ``error``, so a watch does not run it again. Append-only.
+    """
+
+    __tablename__ = "bisects"
+    __table_args__ = (Index(None, "new_cell_id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # The cell at the older and the newer end (release mode: the same knobs on each release).
+    old_cell_id: Mapped[str | None] = mapped_column(ForeignKey("cells.id"))
+    new_cell_id: Mapped[str | None] = mapped_column(ForeignKey("cells.id"))
+    mode: Mapped[str] = mapped_column(String)  # "release" or "commit"
+    distribution: Mapped[str] = mapped_column(String)
+    good: Mapped[str] = mapped_column(String)
+    bad: Mapped[str] = mapped_column(String)
+    find_fix: Mapped[bool] = mapped_column(Boolean)
+    predicate: Mapped[str] = mapped_column(String)
+    candidates: Mapped[list[Any]]  # oldest first
+    steps: Mapped[list[Any]]  # in evaluation order: candidate, answer, reason, run, verdict, status ...
+    last_old: Mapped[str | None] = mapped_column(String)  # None: the search failed (error)
+    first_new: Mapped[str | None] = mapped_column(String)
+    untested: Mapped[list[Any]]
+    neighbours: Mapped[list[Any]]  # commit mode: the commits around the change, as git shows them
+    repo: Mapped[str | None] = mapped_column(String)
+    continue_command: Mapped[list[Any] | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String)  # "watch" or "bisect"
+    wall_s: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)

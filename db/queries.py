@@ -304,3 +304,16 @@ def repeated_cells(store: Store, sweep_id: int | None = None) -> list[RepeatedCe
             cell = session.get_one(CellRow, cell_id)
             out.append(RepeatedCell(cell_id, cell.engine_label, cell.knobs, seq[-2][0], seq[-1][0]))
     return sorted(out, key=lambda c: (c.engine, json.dumps(c.knobs, sort_keys=True)))
+
+
+def recorded_releases(store: Store, accelerator: str, patches: str | None, lmcache: str | None) -> list[str]:
+    """The vLLM versions of the cells recorded for one engine kind (same accelerator, patch
+    set label and LMCache), as stored: releases, and bisect steps' commit builds
+    (``0.30.0+g0123456789ab``) too."""
+    stmt = select(CellRow.vllm_version).distinct().where(
+        CellRow.accelerator == accelerator,
+        CellRow.patches.is_(None) if patches is None else CellRow.patches == patches,
+        CellRow.lmcache.is_(None) if lmcache is None else CellRow.lmcache == lmcache,
+    )
+    with store.session() as session:
+        return list(session.scalars(stmt))

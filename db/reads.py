@@ -278,23 +278,43 @@ def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: boo
 # --- run_samples: per-run counters and per-request timings (db/samples.py) ------------
 
 
-def prefix_hit_rates(source: Readable, run_ids: Iterable[int]) -> dict[int, float]:
-    """Per run, prefix cache hits / queries over its phases, from the two counters in its
+def counter_values(source: Readable, run_ids: Iterable[int], names: Sequence[str]) -> dict[int, tuple[float | None, ...]]:
+    """Per run, the totals of the named counters (None where a run has not got one), from its
     ``run_samples`` row, extracted by the database: the JSON is not parsed in Python, and
     the per-phase ``metrics`` rows are not grouped (half the time on 10,000 runs)."""
-    out: dict[int, float] = {}
+    out: dict[int, tuple[float | None, ...]] = {}
     with source.reader() as rc:
         if rc.dialect == "postgresql":
             extract = "CAST((counters ->> CAST(? AS TEXT)) AS FLOAT)"
-            names: tuple[str, ...] = (PREFIX_HITS, PREFIX_QUERIES)
+            keys: tuple[str, ...] = tuple(names)
         else:
             extract = "CAST(json_extract(counters, ?) AS REAL)"
-            names = (f'$."{PREFIX_HITS}"', f'$."{PREFIX_QUERIES}"')
+            keys = tuple(f'$."{name}"' for name in names)
+        columns = ", ".join([extract] * len(keys))
         for chunk in chunks(run_ids):
-            sql = f"SELECT run_id, {extract}, {extract} FROM run_samples WHERE run_id IN {_in_list(len(chunk))}"
-            for run_id, hit, query in rc.rows(sql, (*names, *chunk)):
-                if query:
-                    out[run_id] = (hit or 0.0) / query
+            sql = f"SELECT run_id, {columns} FROM run_samples WHERE run_id IN {_in_list(len(chunk))}"
+            for run_id, *values in rc.rows(sql, (*keys, *chunk)):
+                out[run_id] = tuple(values)
+    return out
+
+
+def prefix_hit_rates(source: Readable, run_ids: Iterable[int]) -> dict[int, float]:
+    """Per run, prefix cache hits / queries over its phases."""
+    return {run_id: (hit or 0.0) / query
+            for run_id, (hit, query) in counter_values(source, run_ids, (PREFIX_HITS, PREFIX_QUERIES)).items() if query}
+
+
+def speed_notes(source: Readable, run_ids: Iterable[int]) -> dict[int, str]:
+    """Per run whose drafts were barely accepted, the speed finding shown beside its verdict
+    (vmatrix/speed.py); runs without one are absent."""
+    from vmatrix import speed
+
+    names = (speed.DRAFT_TOKENS, speed.ACCEPTED_TOKENS)
+    out = {}
+    for run_id, values in counter_values(source, run_ids, names).items():
+        note = speed.low_acceptance({n: v for n, v in zip(names, values) if v is not None})
+        if note is not None:
+            out[run_id] = note
     return out
 
 

@@ -41,6 +41,7 @@ from db.queries import (
 )
 from db.reads import RecallCount, recall_counts
 from db.store import Store
+from vmatrix import speed
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # Results that need no explanation; every other one gets an evidence section.
@@ -201,6 +202,7 @@ class CellView:
     grade: GradeDetail | None
     evidence_json: str | None
     total_s: float | None
+    speed: str | None = None  # a speed finding (vmatrix/speed.py), shown beside the verdict
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,7 @@ def _knobs_text(cell: CellResult, names: list[str]) -> str:
     return ", ".join(f"{n}={knob_text(cell.knobs.get(n))}" for n in names) or "defaults"
 
 
-def _view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[str, float],
+def cell_view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[str, float],
           grade: GradeDetail | None, recall: RecallCount | None = None) -> CellView:
     knobs = _knobs_text(cell, axes)
     cold, hot = ttft_cold_hot(samples)
@@ -260,6 +262,7 @@ def _view(cell: CellResult, axes: list[str], samples: RunSamples, totals: dict[s
         grade=grade,
         evidence_json=json.dumps(grade.evidence, indent=2, ensure_ascii=False) if grade and grade.evidence else None,
         total_s=total_s,
+        speed=speed.low_acceptance(totals),
     )
 
 
@@ -313,7 +316,7 @@ def build_report(store: Store, sweep_id: int) -> Report:
     grades = latest_grades_for(store, [c.run_id for c in cells if c.run_id and c.result not in UNREMARKABLE])
     recalls = recall_counts(store, run_ids)
     views = [
-        _view(
+        cell_view(
             c,
             axes,
             samples.get(c.run_id, RunSamples()) if c.run_id is not None else RunSamples(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
 from sqlalchemy.orm import Session, sessionmaker
 
 from db.models import (
+    BisectRow,
     CellRow,
     GradeRow,
     MetricRow,
@@ -91,6 +92,37 @@ def to_url(url_or_path: str | Path) -> URL:
     path = Path(url_or_path).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     return URL.create("sqlite", database=str(path))
+
+
+@dataclass(frozen=True)
+class BisectRecord:
+    """What a bisect found, as the results DB keeps it (``bisects``; ``db/models.BisectRow``)."""
+
+    mode: str  # "release" or "commit"
+    distribution: str
+    good: str
+    bad: str
+    find_fix: bool
+    predicate: str
+    candidates: list[str]
+    steps: list[dict[str, Any]]  # in evaluation order
+    source: str  # "watch" or "bisect"
+    wall_s: float
+    old_cell_id: str | None = None
+    new_cell_id: str | None = None
+    last_old: str | None = None  # None with an error
+    first_new: str | None = None
+    untested: list[str] = field(default_factory=list)
+    neighbours: list[dict[str, Any]] = field(default_factory=list)
+    repo: str | None = None
+    continue_command: list[str] | None = None
+    error: str | None = None
+    id: int | None = None  # set when read back
+    created_at: float | None = None
+
+    @classmethod
+    def from_row(cls, row: BisectRow) -> BisectRecord:
+        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -256,6 +288,24 @@ class Store:
         with self.session.begin() as session:
             session.add(row)
         return row.id
+
+    def record_bisect(self, record: BisectRecord) -> int:
+        """Append what a bisect found; returns its id."""
+        values = {f.name: getattr(record, f.name) for f in fields(record) if f.name not in ("id", "created_at")}
+        row = BisectRow(**values, created_at=time.time())
+        with self.session.begin() as session:
+            session.add(row)
+        return row.id
+
+    def bisects(self, old_cell_id: str | None = None, new_cell_id: str | None = None) -> list[BisectRecord]:
+        """Recorded bisects, oldest first; only those between these two cells when given."""
+        stmt = select(BisectRow).order_by(BisectRow.id)
+        if old_cell_id is not None:
+            stmt = stmt.where(BisectRow.old_cell_id == old_cell_id)
+        if new_cell_id is not None:
+            stmt = stmt.where(BisectRow.new_cell_id == new_cell_id)
+        with self.session() as session:
+            return [BisectRecord.from_row(row) for row in session.scalars(stmt)]
 
     def latest_grade(self, run_id: int) -> GradeRow | None:
         with self.session() as session:

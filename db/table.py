@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from db.reads import CellResult, Readable, cell_results, prefix_hit_rates
+from db.reads import PREFIX_HITS, PREFIX_QUERIES, CellResult, Readable, cell_results, counter_values
+from vmatrix import speed
 from vmatrix.errors import InputError
 
 SIGNATURE_WIDTH = 80
@@ -75,7 +76,7 @@ def _truncate(text: str, width: int = SIGNATURE_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _cell_text(cell: CellResult, hit_rate: float | None) -> str:
+def _cell_text(cell: CellResult, hit_rate: float | None, speed: str | None = None) -> str:
     if cell.run_id is None:
         return "not run"
     label = cell.verdict or cell.status or "not run"
@@ -83,7 +84,9 @@ def _cell_text(cell: CellResult, hit_rate: float | None) -> str:
         detail = _truncate(cell.signature) if cell.signature else None
     else:
         detail = f"prefix hit {hit_rate:.0%}" if hit_rate is not None else None
-    return f"{label} ({detail})" if detail else label
+    text = f"{label} ({detail})" if detail else label
+    # Beside the verdict, never in it: the verdict is about the answers (vmatrix/speed.py).
+    return f"{text} · {speed}" if speed else text
 
 
 def _summary_text(cells: list[CellResult]) -> str:
@@ -131,13 +134,19 @@ def lookup_table(source: Readable, rows: list[str], cols: list[str], sweep_id: i
         groups[row, col].append(cell)
     listed = {key for key, group in groups.items() if full or len(group) <= LISTED_RESULTS}
     # Hit rates only where results are listed one by one: a summary does not show them.
-    hit_rates = prefix_hit_rates(
-        source, (c.run_id for key in listed for c in groups[key] if c.run_id is not None))
+    shown = [c.run_id for key in listed for c in groups[key] if c.run_id is not None]
+    # One read of the counters for both details: the prefix hit rate and the speed finding.
+    counters = counter_values(source, shown, (PREFIX_HITS, PREFIX_QUERIES, speed.DRAFT_TOKENS, speed.ACCEPTED_TOKENS))
+    hit_rates = {run: (hits or 0.0) / queries for run, (hits, queries, _, _) in counters.items() if queries}
+    speeds = {run: note for run, (_, _, drafted, accepted) in counters.items()
+              if (note := speed.low_acceptance({speed.DRAFT_TOKENS: drafted or 0.0,
+                                                 speed.ACCEPTED_TOKENS: accepted or 0.0}))}
     texts: dict[tuple[str, str], str] = {}
     for key, group in groups.items():
         if key in listed:
             texts[key] = " / ".join(
-                _cell_text(c, hit_rates.get(c.run_id) if c.run_id is not None else None) for c in group)
+                _cell_text(c, hit_rates.get(c.run_id), speeds.get(c.run_id)) if c.run_id is not None
+                else _cell_text(c, None) for c in group)
         else:
             texts[key] = _summary_text(group)
     # Headers in first-seen order, which follows the order the cells were added.

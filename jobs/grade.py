@@ -19,7 +19,8 @@ Cell verdicts (docs/GRADING.md has the reasons and the measurements):
   (:func:`coverage`: prefix caching without a hit, speculative decoding without a
   draft, LMCache without a retrieval, a restart point not executed).
 - ``degraded``: none of that, but too many tie flips without drift, or a symptom
-  (jobs/symptoms.py) the control does not show.
+  (jobs/symptoms.py) the control does not show. Draft acceptance stuck near 0% is not
+  one: it is about speed, in the evidence's ``speed`` beside the verdict (vmatrix/speed.py).
 - ``clean``: otherwise. Logprob and margin drift on agreeing tokens are reported in the
   evidence (and drift beyond its envelope in the summary), not graded on their own:
   healthy GPU paths drift past any envelope a control repeat can measure.
@@ -453,6 +454,8 @@ def grade_transcripts(
                      "control_kinds": found.control_kinds},
         "recall": truth.to_json(),
         "coverage": coverage(cell, exercised, len(sent), block_tokens) if exercised is not None else None,
+        # About speed, not answers: shown beside the verdict, never graded (vmatrix/speed.py).
+        "speed": [s.to_json() for s in symptoms.speed_findings(cell)],
     }
     findings = []
     if shaped is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import regex
 
+from vmatrix import speed
 from vmatrix.records import RequestRecord, Transcript
 
 # --- thresholds -----------------------------------------------------------------------
@@ -66,22 +67,22 @@ DIGIT_LOOP_MAX_PERIOD = 8
 # they appear in `content`, special tokens were decoded as text or the parser lost track.
 TAG_LEAK = regex.compile(r"</?tool_call>|<\|[A-Za-z0-9_]+\|>|\[/?TOOL_CALLS\]|\[/?INST\]|<function=")
 
-# Speculative decoding acceptance over the whole replay. Trained MTP / EAGLE heads on
-# real models accept 40-90% of drafts; an untrained head measured 0.2-1.3% on the CPU
-# engine (shared/ENGINES.md). At or below 2%, the drafter is not being used: wrong
-# weights, wrong state, or a bug. At or above 99%, drafts are accepted unchecked,
-# which greedy verification of a different model does not do.
-ACCEPTANCE_LOW = 0.02
+# Speculative decoding acceptance over the whole replay. At or above 99%, drafts are
+# accepted unchecked, which greedy verification of a different model does not do. At or
+# below 2% (vmatrix/speed.py) the drafter is not helping: a speed finding, reported beside
+# the verdict and never graded, since verification keeps every answer the target's own.
+ACCEPTANCE_LOW = speed.ACCEPTANCE_LOW
 ACCEPTANCE_HIGH = 0.99
-# Fewer drafted tokens than this is too little to call a rate stuck.
-ACCEPTANCE_MIN_DRAFTS = 100
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
+ACCEPTANCE_MIN_DRAFTS = speed.ACCEPTANCE_MIN_DRAFTS
+DRAFT_TOKENS = speed.DRAFT_TOKENS
+ACCEPTED_TOKENS = speed.ACCEPTED_TOKENS
 
 # Symptom kinds; `acceptance_*` are cell-level, the rest per request.
 KINDS = ("replacement_chars", "script_salad", "ngram_loop", "digit_loop", "empty_length", "tag_leak",
          "acceptance_low", "acceptance_high")
 CELL_KINDS = ("acceptance_low", "acceptance_high")
+# Kinds about speed, not answers: in the evidence's "speed", never held against a cell.
+SPEED_KINDS = ("acceptance_low",)
 
 
 @dataclass(frozen=True)
@@ -199,10 +200,8 @@ def request_symptoms(rec: RequestRecord) -> list[Symptom]:
 
 def acceptance(metrics: Mapping[str, Mapping[str, float]]) -> tuple[float, float] | None:
     """(accepted, drafted) tokens over all phases, or None if nothing was drafted."""
-    drafted = sum(phase.get(DRAFT_TOKENS, 0.0) for phase in metrics.values())
-    if not drafted:
-        return None
-    return sum(phase.get(ACCEPTED_TOKENS, 0.0) for phase in metrics.values()), drafted
+    return speed.draft_counts({name: sum(phase.get(name, 0.0) for phase in metrics.values())
+                               for name in (DRAFT_TOKENS, ACCEPTED_TOKENS)})
 
 
 def acceptance_symptoms(metrics: Mapping[str, Mapping[str, float]]) -> list[Symptom]:
@@ -211,7 +210,7 @@ def acceptance_symptoms(metrics: Mapping[str, Mapping[str, float]]) -> list[Symp
         return []
     accepted, drafted = counts
     rate = accepted / drafted
-    detail = f"acceptance {rate:.1%} ({accepted:.0f} of {drafted:.0f} drafted tokens)"
+    detail = speed.acceptance_detail(accepted, drafted)
     if rate <= ACCEPTANCE_LOW:
         return [Symptom("acceptance_low", detail)]
     if rate >= ACCEPTANCE_HIGH:
@@ -220,7 +219,14 @@ def acceptance_symptoms(metrics: Mapping[str, Mapping[str, float]]) -> list[Symp
 
 
 def transcript_symptoms(tx: Transcript) -> list[Symptom]:
-    return [s for r in tx.requests for s in request_symptoms(r)] + acceptance_symptoms(tx.metrics)
+    """What the grader holds against a cell's answers: every kind but the speed ones."""
+    found = [s for r in tx.requests for s in request_symptoms(r)] + acceptance_symptoms(tx.metrics)
+    return [s for s in found if s.kind not in SPEED_KINDS]
+
+
+def speed_findings(tx: Transcript) -> list[Symptom]:
+    """Findings about the cell's speed (draft acceptance stuck near 0%): shown, not graded."""
+    return [s for s in acceptance_symptoms(tx.metrics) if s.kind in SPEED_KINDS]
 
 
 # --- relative to the control ----------------------------------------------------------------

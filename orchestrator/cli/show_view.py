@@ -10,7 +10,6 @@ document, fingerprint included, is `--format json`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,47 +18,13 @@ from rich.table import Table
 from rich.text import Text
 
 from db.compare import SPEC_DRAFTS, rates
+from db.evidence import ground_truth
 from db.queries import CellDetail, RunDetail
-from db.reads import PREFIX_HITS, PREFIX_QUERIES, Readable
+from db.reads import PREFIX_HITS, PREFIX_QUERIES
+from vmatrix import speed
 
 VERDICT_STYLE = {"clean": "green", "control": "cyan", "degraded": "yellow", "corrupt": "bold red",
                  "crashed": "bold red", "unexercised": "yellow"}
-
-
-def expected_text(expected: Any) -> str | None:
-    """An expectation (vmatrix/expect.py's JSON form) as a person reads it."""
-    if expected is None:
-        return None
-    if isinstance(expected, str):
-        return expected
-    if isinstance(expected, Mapping) and len(expected) == 1:
-        [(kind, value)] = expected.items()
-        if kind == "exact":
-            return str(value)
-        if kind == "regex":
-            return f"/{value}/"
-        return f"{kind} {json.dumps(value, sort_keys=True)}"
-    return json.dumps(expected, sort_keys=True)
-
-
-def ground_truth(evidence: Mapping[str, Any], expect_by_key: Mapping[str, Any]) -> str | None:
-    """The expected answer at the first divergence: the grade's own copy when it has one
-    (a recall regression), else the request's recorded expectation."""
-    first = evidence.get("first") or {}
-    if "expected" in first:
-        return expected_text(first["expected"])
-    key = first.get("key")
-    for r in (evidence.get("recall") or {}).get("regressions", ()):
-        if r.get("key") == key:
-            return expected_text(r.get("expected"))
-    return expected_text(expect_by_key.get(key)) if key else None
-
-
-def expectations_for(source: Readable, run_id: int) -> dict[str, Any]:
-    """The expected answer of each of a run's requests that has one, by request key."""
-    with source.reader() as rc:
-        rows = rc.rows("SELECT key, expect FROM requests WHERE run_id = ? AND expect IS NOT NULL", [run_id])
-    return {key: json.loads(raw) if isinstance(raw, str) else raw for key, raw in rows}
 
 
 def _ms(seconds: float | None) -> str:
@@ -70,7 +35,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
-def _headline(detail: CellDetail, run: RunDetail | None) -> RenderableType:
+def _headline(detail: CellDetail, run: RunDetail | None, counters: Mapping[str, float]) -> RenderableType:
     from orchestrator.matrix import describe_knobs
 
     lines = [Text.assemble(("cell ", "dim"), detail.cell_id, ("  engine ", "dim"), detail.engine,
@@ -87,6 +52,9 @@ def _headline(detail: CellDetail, run: RunDetail | None) -> RenderableType:
     reason = grade.summary if grade else (s.signature or run.message or "not graded yet")
     lines.append(Text(""))
     lines.append(Text.assemble((verdict.upper(), VERDICT_STYLE.get(verdict, "bold")), "  ", reason))
+    if slow := speed.low_acceptance(counters):
+        # Beside the verdict, not in it: every answer may be right and the drafter useless.
+        lines.append(Text.assemble(("SPEED  ", "bold yellow"), slow, (" (not graded: the verdict is about answers)", "dim")))
     when = f"run {s.run_id}, {s.status}, {s.total_s:.0f} s"
     if len(detail.runs) > 1:
         when += f" (newest of {len(detail.runs)} runs)"
@@ -216,10 +184,10 @@ def render_cell(detail: CellDetail, counters: Mapping[int, Mapping[str, float]] 
     (db.reads.metric_totals_for), ``expect_by_key`` the newest run's expected answers."""
     counters = counters or {}
     run = detail.runs[0] if detail.runs else None
-    parts: list[RenderableType] = [_headline(detail, run)]
+    run_counters = counters.get(run.summary.run_id, {}) if run is not None else {}
+    parts: list[RenderableType] = [_headline(detail, run, run_counters)]
     if run is not None:
         evidence = run.grades[0].evidence if run.grades else {}
-        run_counters = counters.get(run.summary.run_id, {})
         for part in (_divergence(evidence, expect_by_key or {}), _coverage(evidence, run_counters),
                      _shapes(evidence), _latency(run.latency), _acceptance(run_counters)):
             if part is not None:

@@ -50,6 +50,7 @@ from orchestrator.runtimes.engine import (
     wait_healthy,
 )
 from orchestrator.runtimes.signature import error_signature
+from orchestrator.versions import default_index
 from vmatrix.errors import EnvBuildError, PatchSetError
 from vmatrix.progress import ENV, Step, StepReport
 from vmatrix.recipe import EngineRecipe
@@ -189,7 +190,10 @@ def _install(root: Path, recipe: EngineRecipe, log: Path, steps_of: _EnvSteps) -
         _install_staged(root, recipe, staged, log, steps_of)
         return
     reqs = requirements(recipe)
-    links = [a for link in find_links() for a in ("--find-links", link)]
+    sources = [a for link in find_links() for a in ("--find-links", link)]
+    # A mirror named by --index-url (vmatrix watch, sweep run): releases resolved there install from there.
+    if index := default_index():
+        sources += ["--index-url", index]
     uv = _uv()
     if uv:
         env = {**os.environ, "VIRTUAL_ENV": str(root)}
@@ -201,14 +205,14 @@ def _install(root: Path, recipe: EngineRecipe, log: Path, steps_of: _EnvSteps) -
         steps = [
             [uv, "venv", "-q", "--python", sys.executable, str(root)],
             # unsafe-best-match: torch +cpu is on a find-links folder, the rest on PyPI.
-            [uv, "pip", "install", "--index-strategy", "unsafe-best-match", *links, *reqs],
+            [uv, "pip", "install", "--index-strategy", "unsafe-best-match", *sources, *reqs],
         ]
         if recipe.accelerator == "cpu":
             steps.append([uv, "pip", "uninstall", *CPU_UNWANTED])
     else:
         env = dict(os.environ)
         pip = [str(root / "bin" / "python"), "-m", "pip"]
-        steps = [[sys.executable, "-m", "venv", str(root)], [*pip, "install", *links, *reqs]]
+        steps = [[sys.executable, "-m", "venv", str(root)], [*pip, "install", *sources, *reqs]]
         if recipe.accelerator == "cpu":
             steps.append([*pip, "uninstall", "-y", *CPU_UNWANTED])
     what = ["creating the venv", f"installing {' '.join(reqs)}", f"removing {', '.join(CPU_UNWANTED)}"]
