@@ -222,6 +222,13 @@ def shape_coverage(cell: Transcript, placed: Mapping[str, Placed], *, prefix_cac
             elif fragments[shape] is None:
                 unmeasured.append(f"{shape}: the engine's token budget is its default (not known here), so whether "
                                   "chunks fragment is not known")
+        # The lines asked are placed against the restore point laid out; a hit that came a
+        # block lower (MTP's block drop) leaves them all after it: the state it restored
+        # was then asked about only through lines computed from it, not lines it carries.
+        inside = [r.key for r, at in rows if r.cached_tokens and _place(at.claim, r.cached_tokens, block) in ("before", "at")]
+        if prefix_caching and hits and any(r.cached_tokens for r, _ in hits) and not inside:
+            unmeasured.append(f"{shape}: no asked line lies inside the block its hit restored (the hits came "
+                              "lower than laid out), so the restored state was not asked what it carries")
         report[shape] = s
     return report, gaps, unmeasured
 

@@ -162,3 +162,18 @@ def test_hits_are_counted_per_shape_for_the_45238_finding() -> None:
     by = _hits_by_place(cell, spec_on, spec_off)
     assert by["shape cold_race"] == (0, 16 * BLOCK)
     assert by["shape same"][0] == by["shape same"][1] > 0
+
+
+def test_hits_a_block_lower_under_mtp_count_as_reached_and_say_what_was_not_asked() -> None:
+    """Constructed run: every resend of the decode-cross shape (laid out for 768) hits 384,
+    as vLLM's EAGLE/MTP block drop restores one block lower: reached, and no asked line
+    lies inside the restored block (they were placed against 768): unmeasured, named."""
+    cell = _run(drafted=40.0)
+    for r in cell.requests:
+        if r.phase == "decode_cross/resend":
+            r.cached_tokens = 2 * BLOCK - BLOCK
+    _, _, evidence = _grade(cell, _run(), speculative=True)
+    hits = evidence["shapes"]["decode_cross"]["coverage"]["hits"]
+    assert hits["reached"] == hits["block_drop"] == 4
+    assert any(u.startswith("decode_cross: no asked line lies inside the block its hit restored")
+               for u in evidence["coverage"]["unmeasured"])
