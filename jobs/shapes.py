@@ -48,6 +48,11 @@ from images.canary import corpus
 from vmatrix.expect import Expectation
 from vmatrix.workload import Claim, Probe, ReplayRequest
 
+# What the builders below make of a spec. A cell's id holds its shaped workload's spec, not
+# its requests (those depend on the engine's block), so a change to what the builders
+# send must bump this: the cell is then another cell, not a recorded one run differently.
+LAYOUT_VERSION = 1
+
 ShapeKind = Literal["cold_race", "decode_cross", "spec_tail", "agent", "unique_tail"]
 SHAPE_KINDS: tuple[ShapeKind, ...] = ("cold_race", "decode_cross", "spec_tail", "agent", "unique_tail")
 

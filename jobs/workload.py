@@ -17,7 +17,7 @@ from dataclasses import asdict, replace
 from typing import Any, Literal, Protocol
 
 from images.canary import corpus
-from jobs.shapes import ShapeParams, build_shapes
+from jobs.shapes import LAYOUT_VERSION, ShapeParams, build_shapes
 from vmatrix.expect import Expectation
 from vmatrix.workload import Api, ReplayRequest, Workload
 
@@ -261,7 +261,10 @@ def workload_digest(spec: WorkloadParams) -> str:
     engine's block, known only once it runs, so its digest is the spec's; the requests a
     run replayed are recorded with it (:func:`requests_digest`)."""
     if spec.shapes is not None:
-        payload = json.dumps({"shaped": spec.model_dump(mode="json")}, sort_keys=True)
+        content: dict[str, object] = {"shaped": spec.model_dump(mode="json")}
+        if LAYOUT_VERSION > 1:  # the first layout's cells keep the ids they were recorded under
+            content["layout_version"] = LAYOUT_VERSION
+        payload = json.dumps(content, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()
     wl = build_workload(spec)
     content: dict[str, object] = {
