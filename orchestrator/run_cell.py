@@ -17,6 +17,7 @@ same arguments and the same LMCache L2 folder (orchestrator/lmcache.py).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import socket
@@ -207,6 +208,23 @@ def _does_not_fit(log_path: Path, cell: Cell, share: float) -> str | None:
     return does_not_fit(log, float(cell.resources.get("gpus", 0)), share)
 
 
+def claim_log(log_dir: Path, cell_id: str) -> Path:
+    """A new, empty engine log for one run of ``cell_id``, created here so no other run has it.
+
+    Named by the second it starts; runs of one cell that start in the same second (a
+    calibrating control's two runs) get -2, -3, ... instead of writing into one file.
+    """
+    stem = f"{cell_id}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for n in itertools.count(1):
+        path = log_dir / (f"{stem}.log" if n == 1 else f"{stem}-{n}.log")
+        try:
+            path.open("x").close()
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")
+
+
 def run_cell(
     cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | None = None,
     control: ControlReference | None = None, runtime: Runtime | None = None,
@@ -220,8 +238,8 @@ def run_cell(
     started = time.time()
     timings: dict[str, float] = {}
     log_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    engine_log = log_dir / f"{cell.id}-{stamp}.log"
+    engine_log = claim_log(log_dir, cell.id)
+    stem = engine_log.with_suffix("")  # this run's other files take the log's name
     gpu_ids = gpu_ids_for(cell)
     # On a GPU shared with other cells the engine starts and stops behind the GPU's gate.
     share = shared_gpu_share(cell, gpu_ids)
@@ -240,7 +258,7 @@ def run_cell(
     say(runtime.building)
     t = time.monotonic()
     try:
-        built = _engine(cell, runtime, log_dir, engine_log, gpu_ids, log_dir / f"{cell.id}-{stamp}", progress, gate)
+        built = _engine(cell, runtime, log_dir, engine_log, gpu_ids, stem, progress, gate)
     except BuildError as exc:
         return finish(status="startup_failed", signature=str(exc), message=str(exc))
     engine, outcome.fingerprint, lmc = built.engine, built.fingerprint, built.lmc
@@ -255,7 +273,7 @@ def run_cell(
         process_env = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
         if runtime.owner:
             process_env[OWNER_ENV] = runtime.owner
-        sidecar = EngineProcess(argv=lmc.sidecar.argv, env=process_env, log_path=log_dir / f"{cell.id}-{stamp}.lmcache.log",
+        sidecar = EngineProcess(argv=lmc.sidecar.argv, env=process_env, log_path=stem.with_name(stem.name + ".lmcache.log"),
                                 port=lmc.sidecar.http_port, health_path="/healthcheck")
     companions = (sidecar,) if sidecar else ()
 

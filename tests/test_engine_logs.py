@@ -1,0 +1,37 @@
+"""Each run of a cell gets an engine log of its own, even when two start in the same second.
+
+A calibrating control runs twice at once (grading.calibrate): on 2026-12-03 both runs of
+field-bugs' 0.30.0 control were recorded with one log path, and both engines wrote into
+it, so each run's crash signature and reported block were read from a mix of two engines.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from orchestrator import run_cell
+from orchestrator.run_cell import claim_log
+
+
+def test_runs_starting_in_the_same_second_get_their_own_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run_cell.time, "strftime", lambda fmt: "20261203-064439")
+    with ThreadPoolExecutor(8) as pool:
+        paths = list(pool.map(lambda _: claim_log(tmp_path, "9d7fb70a5bce6240"), range(8)))
+    assert len(set(paths)) == 8
+    assert sorted(p.name for p in paths)[:2] == ["9d7fb70a5bce6240-20261203-064439-2.log",
+                                                 "9d7fb70a5bce6240-20261203-064439-3.log"]
+    assert (tmp_path / "9d7fb70a5bce6240-20261203-064439.log") in paths
+    assert all(p.read_bytes() == b"" for p in paths)
+
+
+def test_a_log_already_there_is_never_reused(tmp_path: Path) -> None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    old = tmp_path / f"abc-{stamp}.log"
+    old.write_text("an earlier run's engine\n")
+    new = claim_log(tmp_path, "abc")
+    # Either the clock moved on or the name took a suffix: the old log is untouched.
+    assert new != old and old.read_text() == "an earlier run's engine\n"
