@@ -22,6 +22,7 @@ the first run on a machine pays for installs.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from db.models import Run
 from db.queries import lookup_table, render_table
 from db.store import Store
 from orchestrator.runtimes.engine import CELL_ENV
+from orchestrator.runtimes.local import env_root
 from vmatrix.progress import ENGINE, REPLAY
 
 pytestmark = pytest.mark.engine
@@ -169,6 +171,46 @@ def test_runs_record_replay_tokens_fingerprint_and_ray_gpu_ids(sweep) -> None:
     with store.session() as s:
         gpu_ids = [json.dumps(r.gpu_ids) for r in s.scalars(select(Run))]
     assert all(ids in ('["0"]', '["1"]') for ids in gpu_ids), gpu_ids
+
+
+def test_each_run_has_a_log_of_one_engine(sweep) -> None:
+    """The calibrating control's two runs start in the same second: each keeps a log of its
+    own, holding one engine (its crash signature and block are read from there)."""
+    plan, store, first, _, _ = sweep
+    with store.session() as s:
+        runs = s.scalars(select(Run).where(Run.sweep_id == first.sweep_id)).all()
+    logs = [r.log_path for r in runs]
+    assert len(set(logs)) == len(logs), logs
+    control_logs = [r.log_path for r in runs if r.cell_id == plan.controls[0].id]
+    assert len(control_logs) == 2
+    for log in control_logs:
+        servers = set(re.findall(r"\(APIServer pid=(\d+)\)", Path(log).read_text(errors="replace")))
+        assert len(servers) == 1, (log, servers)
+
+
+def test_engines_keep_vllms_model_cache_in_their_environment(sweep) -> None:
+    """vLLM's per-class model-info cache lives beside each engine venv (VLLM_CACHE_ROOT), so
+    engines of other releases cannot overwrite it and cost each start an import of the model
+    in a subprocess."""
+    plan, store, _, _, _ = sweep
+    served = [store.latest_run(c.id) for c in plan.cells]
+    roots = {env_root(c.engine) for c, run in zip(plan.cells, served, strict=True) if run.status == "ok"}
+    assert roots
+    for root in roots:
+        assert list((root / "vllm-cache" / "modelinfos").glob("*Qwen3NextForCausalLM.json")), root
+
+
+def test_engine_environments_carry_their_bytecode(sweep) -> None:
+    """Compiled when built (or once, if built before that): an engine start does not
+    compile vLLM from source where Python may not write bytecode (PYTHONDONTWRITEBYTECODE)."""
+    plan, _, _, _, _ = sweep
+    for root in {env_root(c.engine) for c in plan.cells}:
+        if not (root / "vmatrix-env.json").is_file() or "error" in (root / "vmatrix-env.json").read_text():
+            continue  # the patch set that does not apply: no venv to speak of
+        site = next((root / "lib").glob("python3*/site-packages"))
+        server = site / "vllm" / "entrypoints" / "openai" / "api_server.py"
+        assert list(server.parent.glob("__pycache__/api_server.*.pyc")), root
+        assert json.loads((root / "vmatrix-env.json").read_text())["bytecode"] is True
 
 
 def test_second_sweep_skips_everything_and_builds_nothing(sweep) -> None:

