@@ -577,7 +577,8 @@ class LocalRuntime:
                            memory_share=start.memory_share)
         env_vars = dict(start.env)
         if "VLLM_CACHE_ROOT" not in os.environ:
-            env_vars["VLLM_CACHE_ROOT"] = str(vllm_cache_root(env.root))
+            # The venv is the interpreter's bin/..: the protocol's one path (an EngineEnvironment).
+            env_vars["VLLM_CACHE_ROOT"] = str(vllm_cache_root(env.python.parent.parent))
         if start.gpu_ids:
             env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(start.gpu_ids)
         engine = EngineProcess(argv=argv, env=env_vars | (lmc.env if lmc else {}), log_path=start.log_path,
