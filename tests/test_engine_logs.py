@@ -7,7 +7,6 @@ it, so each run's crash signature and reported block were read from a mix of two
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,10 +27,9 @@ def test_runs_starting_in_the_same_second_get_their_own_logs(tmp_path: Path, mon
     assert all(p.read_bytes() == b"" for p in paths)
 
 
-def test_a_log_already_there_is_never_reused(tmp_path: Path) -> None:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    old = tmp_path / f"abc-{stamp}.log"
+def test_a_log_already_there_is_never_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run_cell.time, "strftime", lambda fmt: "20261203-064439")
+    old = tmp_path / "abc-20261203-064439.log"
     old.write_text("an earlier run's engine\n")
-    new = claim_log(tmp_path, "abc")
-    # Either the clock moved on or the name took a suffix: the old log is untouched.
-    assert new != old and old.read_text() == "an earlier run's engine\n"
+    assert claim_log(tmp_path, "abc") == tmp_path / "abc-20261203-064439-2.log"
+    assert old.read_text() == "an earlier run's engine\n"

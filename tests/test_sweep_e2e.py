@@ -32,7 +32,7 @@ from db.models import Run
 from db.queries import lookup_table, render_table
 from db.store import Store
 from orchestrator.runtimes.engine import CELL_ENV
-from orchestrator.runtimes.local import env_root
+from orchestrator.runtimes.local import env_ready, env_root
 from vmatrix.progress import ENGINE, REPLAY
 
 pytestmark = pytest.mark.engine
@@ -204,13 +204,11 @@ def test_engine_environments_carry_their_bytecode(sweep) -> None:
     """Compiled when built (or once, if built before that): an engine start does not
     compile vLLM from source where Python may not write bytecode (PYTHONDONTWRITEBYTECODE)."""
     plan, _, _, _, _ = sweep
-    for root in {env_root(c.engine) for c in plan.cells}:
-        if not (root / "vmatrix-env.json").is_file() or "error" in (root / "vmatrix-env.json").read_text():
-            continue  # the patch set that does not apply: no venv to speak of
-        site = next((root / "lib").glob("python3*/site-packages"))
-        server = site / "vllm" / "entrypoints" / "openai" / "api_server.py"
-        assert list(server.parent.glob("__pycache__/api_server.*.pyc")), root
-        assert json.loads((root / "vmatrix-env.json").read_text())["bytecode"] is True
+    built = {c.engine for c in plan.cells if env_ready(c.engine)}  # not the set that does not apply
+    assert built
+    for recipe in built:
+        site = next((env_root(recipe) / "lib").glob("python3*/site-packages"))
+        assert list((site / "vllm" / "entrypoints" / "openai").glob("__pycache__/api_server.*.pyc")), recipe.label
 
 
 def test_second_sweep_skips_everything_and_builds_nothing(sweep) -> None:

@@ -422,8 +422,9 @@ def _engine_environ(extra: dict[str, str]) -> dict[str, str]:
     return env | {OWNER_ENV: owner_id()} | extra
 
 
-def _group_alive(pgid: int) -> bool:
-    """True while a process of group ``pgid`` runs (zombies, whose memory is freed, do not count)."""
+def group_pids(pgid: int) -> list[int]:
+    """The live processes of group ``pgid`` (zombies, whose memory is freed, do not count)."""
+    found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             # "pid (comm) state ppid pgrp ...": comm may hold spaces, so split after its ')'.
@@ -431,8 +432,12 @@ def _group_alive(pgid: int) -> bool:
         except (OSError, ValueError):
             continue
         if int(pgrp) == pgid and state not in ("Z", "X"):
-            return True
-    return False
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _group_alive(pgid: int) -> bool:
+    return bool(group_pids(pgid))
 
 
 @dataclass
