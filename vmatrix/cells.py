@@ -21,7 +21,10 @@ __all__ = ["LEGACY_VERDICTS", "RANK", "STATUSES", "VERDICTS", "Cell", "Direction
 Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
 # Stored grades may still say "divergent", the old name of "corrupt"; they read back as
 # "corrupt" (db.models.VerdictName).
-Verdict = Literal["clean", "degraded", "unexercised", "corrupt", "crashed", "startup_failed", "timeout", "invalid",
+# partial: answers matched the control, but part of what the cell claims was not measured
+# (its coverage has an `unmeasured` item: say, no asked line inside a restored block), so
+# it is not shown as a bare clean.
+Verdict = Literal["clean", "partial", "degraded", "unexercised", "corrupt", "crashed", "startup_failed", "timeout", "invalid",
                   "ungraded", "control"]
 # The same names as values, for code that checks or lists them (one vocabulary).
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -32,11 +35,12 @@ VERDICTS: tuple[str, ...] = get_args(Verdict)
 LEGACY_VERDICTS: dict[str, str] = {"divergent": "corrupt"}
 
 # How good a result is, for which way it changed between two releases: answers right,
-# then right but not exercised, then symptoms, then wrong answers, then no answers at
-# all. `invalid` (the knobs break a geometry rule) and `ungraded` (the control did not
-# run) say nothing about the release, and are not ranked.
-RANK: dict[str, int] = {"control": 0, "clean": 0, "unexercised": 1, "degraded": 2, "corrupt": 3,
-                        "crashed": 4, "startup_failed": 4, "timeout": 4}
+# then right with part of the claim unmeasured, then right but not exercised, then
+# symptoms, then wrong answers, then no answers at all. `invalid` (the knobs break a
+# geometry rule) and `ungraded` (the control did not run) say nothing about the
+# release, and are not ranked.
+RANK: dict[str, int] = {"control": 0, "clean": 0, "partial": 1, "unexercised": 2, "degraded": 3, "corrupt": 4,
+                        "crashed": 5, "startup_failed": 5, "timeout": 5}
 Direction = Literal["better", "worse", "changed"]
 
 
