@@ -50,12 +50,15 @@ def shaped(cell: Cell, layout: Layout | None) -> Shaped | None:
     if spec.shapes is None or layout is None or layout.block_tokens is None:
         return None
     kinds = {s.name: s.kind for s in spec.shapes}
-    placed = {r.key: Placed(r.shape, kinds[r.shape], r.phase, r.claim, json.dumps(r.messages))
-              for r in build_workload(spec, layout.block_tokens).requests}
+    # Rebuilt by the builders the run was laid out by (its recorded version), not today's.
+    version = layout.layout_version
+    placed = {r.key: Placed(r.shape, kinds[r.shape], r.phase, r.claim, json.dumps(r.messages), r.repeat)
+              for r in build_workload(spec, layout.block_tokens, version).requests}
     speculative = cell.knobs.get("speculative")
     budget, seqs = cell.knobs.get("max_num_batched_tokens"), cell.knobs.get("max_num_seqs")
     return Shaped(placed, layout.block_tokens, speculative["num_speculative_tokens"] if speculative else None,
-                  {s.name: fragments(s, layout.block_tokens, budget, seqs) for s in spec.shapes if s.kind == "cold_race"})
+                  {s.name: fragments(s, layout.block_tokens, budget, seqs, long=version >= 2 and s.block_drop)
+                   for s in spec.shapes if s.kind == "cold_race"})
 
 
 def layout_mismatch(cell: Transcript, control: Transcript) -> str | None:
@@ -123,7 +126,7 @@ def grade_cell(
         if layout.source == "guessed" and evidence.get("coverage"):
             evidence["coverage"]["gaps"].append(
                 f"the engine did not say its block size: the shapes were laid out on a guess of {layout.block_tokens}")
-            if verdict == "clean":
+            if verdict in ("clean", "partial"):
                 verdict, summary = "unexercised", f"not exercised: {evidence['coverage']['gaps'][-1]}"
     if verdict == "unexercised" and (finding := _hits_lost_to_spec(store, cell, outcome.transcript)):
         evidence["finding"] = finding
