@@ -267,6 +267,11 @@ class _Recorded:
                          self.grades.get(run), self.recalls.get(run))
 
 
+def _shape_json(knobs: dict[str, Any]) -> str:
+    """What names a shape: its knobs, a knob at None (unset) and one not recorded alike."""
+    return json.dumps({n: v for n, v in knobs.items() if v is not None}, sort_keys=True)
+
+
 def _stack(key: str, members: list[CellResult], workload: str, recorded: _Recorded,
            defaults: dict[str, Any] | None) -> Stack:
     """One engine kind, model and workload: its releases, and a shape per knob set."""
@@ -275,15 +280,23 @@ def _stack(key: str, members: list[CellResult], workload: str, recorded: _Record
     engine += (f" +{c0.patches}" if c0.patches else "") + (f" +lmcache {c0.lmcache}" if c0.lmcache else "")
     stack = Stack(key, f"{engine} · {c0.model_name} · workload {workload}")
     stack.releases = sorted({c.vllm_version for c in members}, key=Version, reverse=True)
+    # The cells of one stack need not record the same knob names: a knob added later is
+    # left out of a cell while unset (the spec's Knobs.canonical keeps old cells' ids), so
+    # one recorded before it existed, or without it, lacks it. Every name any member
+    # records, read as None (unset) where a member lacks it, in first-seen order.
+    names = list(dict.fromkeys(n for c in members for n in c.knobs))
+    order = {n: i for i, n in enumerate(names)}
+    c0_knobs = {n: c0.knobs.get(n) for n in names}
     axes = varying_knobs(members)
-    stack.shared = _knobs_text(c0.knobs, [n for n in _set(c0.knobs, defaults) if n not in axes])
+    stack.shared = _knobs_text(c0_knobs, [n for n in _set(c0_knobs, defaults) if n not in axes])
     shapes: dict[str, Shape] = {}
     for c in members:
-        knobs_json = json.dumps(c.knobs, sort_keys=True)
+        knobs_json = _shape_json(c.knobs)
         if knobs_json not in shapes:
-            named = sorted(set(_set(c.knobs, defaults)) | set(axes), key=list(c.knobs).index)
-            shapes[knobs_json] = Shape(_key(key, knobs_json), stack, _knobs_text(c.knobs, axes),
-                                       _knobs_text(c.knobs, named), c.control_id is None)
+            knobs = {n: c.knobs.get(n) for n in names}
+            named = sorted(set(_set(knobs, defaults)) | set(axes), key=order.__getitem__)
+            shapes[knobs_json] = Shape(_key(key, knobs_json), stack, _knobs_text(knobs, axes),
+                                       _knobs_text(knobs, named), c.control_id is None)
         shapes[knobs_json].slots[c.vllm_version] = Slot(c.vllm_version, recorded.view(c, axes))
     stack.shapes = sorted(shapes.values(), key=lambda s: (not s.control, s.label))
     return stack
