@@ -330,8 +330,22 @@ def _workloads(store: Store) -> dict[str, str]:
     return out
 
 
-def _knobs_text(knobs: dict[str, Any], names: list[str]) -> str:
-    return ", ".join(f"{n}={knob_text(knobs.get(n))}" for n in names) or "defaults"
+def _knobs_text(knobs: dict[str, Any], names: list[str], unset: frozenset[str] = frozenset()) -> str:
+    """``name=value, ...``; a knob of ``unset`` at None reads ``default``, not ``off``."""
+    return ", ".join(f"{n}={'default' if n in unset and knobs.get(n) is None else knob_text(knobs.get(n))}"
+                     for n in names) or "defaults"
+
+
+def _unset_apart(cells: list[CellResult], names: list[str]) -> frozenset[str]:
+    """The knobs among ``names`` that some cells leave unset and others set to a value that
+    reads the same (async_scheduling unset, i.e. the engine's default, and false: both
+    "off"), so that two columns are not labelled alike."""
+    apart = set()
+    for n in names:
+        values = {json.dumps(c.knobs.get(n), sort_keys=True) for c in cells}
+        if "null" in values and any(knob_text(json.loads(v)) == knob_text(None) for v in values - {"null"}):
+            apart.add(n)
+    return frozenset(apart)
 
 
 def _set(knobs: dict[str, Any], defaults: dict[str, Any] | None) -> list[str]:
@@ -436,6 +450,7 @@ def _stack(key: str, members: list[tuple[Source, CellResult]], defaults: dict[st
     order = {n: i for i, n in enumerate(names)}
     c0_knobs = {n: c0.knobs.get(n) for n in names}
     axes = varying_knobs(cells)
+    unset = _unset_apart(cells, axes)
     stack.shared = _knobs_text(c0_knobs, [n for n in _set(c0_knobs, defaults) if n not in axes])
     shapes: dict[str, Shape] = {}
     for source, c in members:
@@ -443,8 +458,8 @@ def _stack(key: str, members: list[tuple[Source, CellResult]], defaults: dict[st
         if knobs_json not in shapes:
             knobs = {n: c.knobs.get(n) for n in names}
             named = sorted(set(_set(knobs, defaults)) | set(axes), key=order.__getitem__)
-            shapes[knobs_json] = Shape(_key(key, knobs_json), stack, _knobs_text(knobs, axes),
-                                       _knobs_text(knobs, named), c.control_id is None)
+            shapes[knobs_json] = Shape(_key(key, knobs_json), stack, _knobs_text(knobs, axes, unset),
+                                       _knobs_text(knobs, named, unset), c.control_id is None)
         slot = shapes[knobs_json].slots.setdefault(c.vllm_version, Slot(c.vllm_version))
         times = source.recorded.runs.get(c.run_id) if c.run_id is not None else None
         slot.results.append(Result(source.recorded.view(c, axes), source, *(times or (None, None))))
