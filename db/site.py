@@ -236,6 +236,7 @@ class Shape:
     label: str  # the knobs that vary within its stack
     knobs: str  # all its knobs
     control: bool
+    label_lines: list[str] = field(default_factory=list)  # the label, a knob a line (a column's header)
     slots: dict[str, Slot] = field(default_factory=dict)  # release -> slot
     charts: list[BarChart] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
@@ -330,10 +331,13 @@ def _workloads(store: Store) -> dict[str, str]:
     return out
 
 
+def _knob_lines(knobs: dict[str, Any], names: list[str], unset: frozenset[str] = frozenset()) -> list[str]:
+    """``name=value`` each; a knob of ``unset`` at None reads ``default``, not ``off``."""
+    return [f"{n}={'default' if n in unset and knobs.get(n) is None else knob_text(knobs.get(n))}" for n in names]
+
+
 def _knobs_text(knobs: dict[str, Any], names: list[str], unset: frozenset[str] = frozenset()) -> str:
-    """``name=value, ...``; a knob of ``unset`` at None reads ``default``, not ``off``."""
-    return ", ".join(f"{n}={'default' if n in unset and knobs.get(n) is None else knob_text(knobs.get(n))}"
-                     for n in names) or "defaults"
+    return ", ".join(_knob_lines(knobs, names, unset)) or "defaults"
 
 
 def _unset_apart(cells: list[CellResult], names: list[str]) -> frozenset[str]:
@@ -459,7 +463,8 @@ def _stack(key: str, members: list[tuple[Source, CellResult]], defaults: dict[st
             knobs = {n: c.knobs.get(n) for n in names}
             named = sorted(set(_set(knobs, defaults)) | set(axes), key=order.__getitem__)
             shapes[knobs_json] = Shape(_key(key, knobs_json), stack, _knobs_text(knobs, axes, unset),
-                                       _knobs_text(knobs, named, unset), c.control_id is None)
+                                       _knobs_text(knobs, named, unset), c.control_id is None,
+                                       _knob_lines(knobs, axes, unset) or ["defaults"])
         slot = shapes[knobs_json].slots.setdefault(c.vllm_version, Slot(c.vllm_version))
         times = source.recorded.runs.get(c.run_id) if c.run_id is not None else None
         slot.results.append(Result(source.recorded.view(c, axes), source, *(times or (None, None))))

@@ -146,7 +146,7 @@ def test_screenshot(site, name: str, page: str, size: str) -> None:
     tmp, out, _ = site
     if "{mtp}" in page:  # the MTP-alone cell: the one that changed
         index = (out / "index.html").read_text()
-        key = re.search(r'<a href="cells/([0-9a-f]{12})\.html">[^<]*</a> \(control\)', index)
+        key = re.search(r'<a href="cells/([0-9a-f]{12})\.html">(?:[^<]|<wbr>|<br>)*</a> \(control\)', index)
         assert key is not None
         page = page.format(mtp=key.group(1))
     shot = tmp / name
@@ -217,10 +217,14 @@ async def _devtools_clip(url: str, page: Path, element_id: str) -> bytes:
             found = await call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
             return found["result"].get("value")
 
+        # Loaded: the page's own document (not the about:blank a new target starts with), complete.
+        loaded = f"location.href === {json.dumps(page.as_uri())} && document.readyState === 'complete'"
         for _ in range(600):
-            if await evaluate("document.readyState") == "complete":
+            if await evaluate(loaded):
                 break
             await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{page} did not load in 60 s")
         region = await evaluate(f"""(() => {{
             const head = document.getElementById({json.dumps(element_id)});
             if (!head) return null;
