@@ -39,7 +39,7 @@ def _pct(x: float | None) -> str:
 def _headline(detail: CellDetail, run: RunDetail | None, counters: Mapping[str, float]) -> RenderableType:
     from orchestrator.matrix import describe_knobs
 
-    lines = [Text.assemble(("cell ", "dim"), detail.cell_id, ("  engine ", "dim"), detail.engine,
+    lines: list[RenderableType] = [Text.assemble(("cell ", "dim"), detail.cell_id, ("  engine ", "dim"), detail.engine,
                            ("  model ", "dim"), detail.model)]
     lines.append(Text.assemble(("knobs ", "dim"), describe_knobs(detail.knobs)))
     if detail.control_id:
@@ -55,8 +55,14 @@ def _headline(detail: CellDetail, run: RunDetail | None, counters: Mapping[str, 
     lines.append(Text.assemble((verdict.upper(), VERDICT_STYLE.get(verdict, "bold")), "  ", reason))
     # What the grade could not measure, under the verdict it qualifies: a `partial` is
     # partial because of these (and an older grade's `clean` may carry some too).
-    for note in unmeasured_of(grade.evidence if grade else None):
-        lines.append(Text.assemble(("  not measured: ", "yellow"), note))
+    if notes := unmeasured_of(grade.evidence if grade else None):
+        # A grid, so a long reason wraps under itself, not under the label.
+        unmeasured = Table.grid(padding=(0, 1))
+        unmeasured.add_column(no_wrap=True, style="yellow")
+        unmeasured.add_column(overflow="fold")
+        for note in notes:
+            unmeasured.add_row("  not measured:", Text(note))
+        lines.append(unmeasured)
     if slow := speed.low_acceptance(counters):
         # Beside the verdict, not in it: every answer may be right and the drafter useless.
         lines.append(Text.assemble(("SPEED  ", "bold yellow"), slow, (" (not graded: the verdict is about answers)", "dim")))
