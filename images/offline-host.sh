@@ -6,6 +6,9 @@
 #                                       each once; the line says which volumes are still missing
 #   offline-host.sh overlay-check TORCH the staged torch overlay _torch-TORCH imports and uses
 #                                       the GPU (images/overlay.py), before any engine starts
+#   offline-host.sh feed UPLOAD ...     unpack, then in the background what the folders complete
+#                                       so far allow: `setup` once _vmatrix is in, `overlay-check`
+#                                       once a _torch-* is in (feed.log), while uploads go on
 #   offline-host.sh setup               vmatrix's own dependencies + a Ray head on this host
 #   offline-host.sh sweep MATRIX ENGINE [--rerun]
 #                                       run MATRIX's cells of ENGINE in the background,
@@ -55,6 +58,24 @@ case "${1:-}" in
     else
       for up in "$@"; do "$PY" -m images.uploads unpack "$up" "$VMATRIX_WHEELHOUSE"; done
     fi ;;
+  feed)
+    shift
+    "$REPO/images/offline-host.sh" unpack "$@"
+    mkdir -p "$VMATRIX_DATA"
+    # One background pass at a time (flock -n: a pass already running will see this
+    # upload's folders on its next look); each step runs once (its own marker).
+    setsid nohup flock -n "$VMATRIX_DATA/feed.lock" "$REPO/images/offline-host.sh" feed-steps \
+      >>"$VMATRIX_DATA/feed.log" 2>&1 </dev/null &
+    echo "background: $VMATRIX_DATA/feed.log" ;;
+  feed-steps)
+    if [ -f "$VMATRIX_WHEELHOUSE/_vmatrix/.complete" ] && [ ! -f "$VMATRIX_DATA/.setup-done" ]; then
+      "$REPO/images/offline-host.sh" setup && touch "$VMATRIX_DATA/.setup-done"
+    fi
+    for ov in "$VMATRIX_WHEELHOUSE"/_torch-*; do
+      if [ -f "$ov/.complete" ] && [ ! -f "$ov/.vmatrix-checked" ]; then
+        "$REPO/images/offline-host.sh" overlay-check "${ov##*/_torch-}" || true
+      fi
+    done ;;
   overlay-check)
     # Compiled once here, so that seven engines starting at once do not each compile
     # torch's modules from source.
@@ -130,5 +151,5 @@ EOF
       "$VMATRIX_DATA"/packing-mem-*.csv "$dest/" 2>/dev/null || true
     tar -czf "$dest/engine-logs.tgz" -C "$VMATRIX_DATA" logs 2>/dev/null || true ;;
   *)
-    sed -n '2,33p' "$0"; exit 2 ;;
+    sed -n '2,36p' "$0"; exit 2 ;;
 esac

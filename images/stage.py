@@ -47,7 +47,7 @@ for _n in (5, 12, 17, 18, 24, 26, 27, 28, 31, 34, 35):
 # (its Java jars, the dashboard's source maps): docs/GPU.md.
 VMATRIX_REQS = ["typer>=0.12,<0.29", "rich>=13", "pydantic>=2.7", "sqlalchemy>=2.0", "alembic>=1.13",
                 "prometheus_client>=0.20", "filelock>=3.13", "platformdirs>=4", "ray[default]==2.60.0"]
-RAY_CUTS = ("ray/jars/",)
+RAY_CUTS = ("ray/jars/", "ray/rllib/", "ray/dashboard/client/build/")  # Java, RL, the web UI (--include-dashboard=false)
 SM = 90
 
 

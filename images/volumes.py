@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MANIFEST = "vmatrix-volumes.json"
 STATE = ".vmatrix-volumes"  # in DEST: one file per applied volume, holding its sha256
@@ -66,14 +67,19 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _lanes(folder: Path, lane_bytes: int) -> list[list[Piece]]:
-    """The folder's files, in name order, as pieces grouped into lanes of at most
+def _files(folder: Path) -> list[Path]:
+    found = sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink())
+    if links := [f for f in found if f.is_symlink()]:
+        raise ValueError(f"{links[0]}: a symbolic link (volumes carry regular files)")
+    return found
+
+
+def _lanes(folder: Path, files: list[Path], lane_bytes: int) -> list[list[Piece]]:
+    """``files`` of ``folder``, in order, as pieces grouped into lanes of at most
     ``lane_bytes`` of input (a larger file spans lanes)."""
     lanes: list[list[Piece]] = [[]]
     used = 0
-    for f in sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink()):
-        if f.is_symlink():
-            raise ValueError(f"{f}: a symbolic link (volumes carry regular files)")
+    for f in files:
         rel = f"{folder.name}/{f.relative_to(folder).as_posix()}"
         size, mode = f.stat().st_size, f.stat().st_mode & 0o777
         offset = 0
@@ -134,11 +140,9 @@ def _compress_lane(root: str, pieces: list[Piece], dest: str, stem: str, target:
     return names
 
 
-def _lane_key(root: Path, pieces: list[Piece], target: int, preset: int, digests: dict[str, str]) -> str:
+def _lane_key(pieces: list[Piece], target: int, preset: int, digests: dict[str, str]) -> str:
     h = hashlib.sha256(f"{target} {preset}".encode())
     for p in pieces:
-        if p.rel not in digests:
-            digests[p.rel] = _sha256(root / p.rel)
         h.update(f"{p.rel} {p.offset} {p.length} {p.size} {p.mode} {digests[p.rel]}\n".encode())
     return h.hexdigest()[:24]
 
@@ -147,20 +151,35 @@ def pack(folders: list[Path], out: Path, target_bytes: int, jobs: int = 2, prese
          cache: Path | None = None, lane_bytes: int = _LANE_BYTES) -> list[Path]:
     """Write one upload folder per volume under ``out`` (v000, v001 ... in sending order:
     the folders in the order given); returns them. With ``cache``, a lane whose files,
-    sizes and settings are unchanged is not compressed again."""
+    sizes and settings are unchanged is not compressed again.
+
+    A file equal (name and content) to one of an earlier folder does not travel again:
+    the manifest links it to that one (two releases share ~80 dependency wheels), and
+    ``apply`` links it once that folder is in."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     work = cache or out / ".lanes"
     jobs_list: list[tuple[str, Path, str, Path]] = []  # folder, lane folder, stem, root
     digests: dict[str, str] = {}
+    first: dict[tuple[str, str], str] = {}
+    links: dict[str, str] = {}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = []
         for folder in folders:
             root = folder.parent
-            for k, pieces in enumerate(_lanes(folder, lane_bytes)):
+            files = []
+            for f in _files(folder):
+                rel = f"{folder.name}/{f.relative_to(folder).as_posix()}"
+                digests[rel] = _sha256(f)
+                if (twin := first.get((f.name, digests[rel]))) is not None and not twin.startswith(folder.name + "/"):
+                    links[rel] = twin
+                    continue
+                first.setdefault((f.name, digests[rel]), rel)
+                files.append(f)
+            for k, pieces in enumerate(_lanes(folder, files, lane_bytes)):
                 stem = f"{folder.name}.{k:02d}"
-                key = _lane_key(root, pieces, target_bytes, preset, digests)
+                key = _lane_key(pieces, target_bytes, preset, digests)
                 lane_dir = work / f"{stem}-{key}"
                 jobs_list.append((folder.name, lane_dir, stem, root))
                 if (lane_dir / "done").is_file():
@@ -184,7 +203,9 @@ def pack(folders: list[Path], out: Path, target_bytes: int, jobs: int = 2, prese
             uploads.append(up)
             volumes.append({"name": vol.name, "folder": folder_name, "sha256": _sha256(vol), "bytes": vol.stat().st_size})
             folder_volumes.setdefault(folder_name, []).append(vol.name)
-    manifest = json.dumps({"volumes": volumes, "folders": folder_volumes}, indent=1)
+    for folder in folders:
+        folder_volumes.setdefault(folder.name, [])
+    manifest = json.dumps({"volumes": volumes, "folders": folder_volumes, "links": links}, indent=1)
     for up in uploads:
         (up / MANIFEST).write_text(manifest)
     if cache is None:
@@ -238,7 +259,7 @@ def _stream(data: memoryview) -> Iterator[bytes]:
             yield out
 
 
-def _manifest(path: Path) -> dict[str, object]:
+def _manifest(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
@@ -257,13 +278,13 @@ def apply(uploads: list[Path], dest: Path) -> list[str]:
     (dest / STATE).mkdir(exist_ok=True)
     done = applied(dest)
     now: list[str] = []
-    manifest: dict[str, object] | None = None
+    manifest: dict[str, Any] | None = None
     for up in uploads:
         if not (up / MANIFEST).is_file():
             raise ValueError(f"{up}: not an upload of volumes (no {MANIFEST})")
         manifest = _manifest(up / MANIFEST)
         shutil.copyfile(up / MANIFEST, dest / MANIFEST)
-        wanted = {v["name"]: v for v in manifest["volumes"]}  # type: ignore[index, union-attr, attr-defined]
+        wanted = {v["name"]: v for v in manifest["volumes"]}
         for vol in sorted(up.glob("*.vol")):
             entry = wanted.get(vol.name)
             if entry is None:
@@ -279,10 +300,33 @@ def apply(uploads: list[Path], dest: Path) -> list[str]:
             done[vol.name] = digest
             now.append(vol.name)
     if manifest is not None:
-        for folder, names in manifest["folders"].items():  # type: ignore[union-attr]
-            if all(n in done for n in names) and not (dest / folder / COMPLETE).exists():
+        _link(manifest, done, dest)
+        for folder, ok in _complete(manifest, done, dest).items():
+            if ok and not (dest / folder / COMPLETE).exists():
                 (dest / folder / COMPLETE).touch()
     return now
+
+
+def _link(manifest: dict[str, Any], done: dict[str, str], dest: Path) -> None:
+    """Make the manifest's links whose target's folder has all its volumes in."""
+    for rel, target in manifest.get("links", {}).items():
+        there = target.split("/", 1)[0]
+        if (dest / rel).exists() or not all(n in done for n in manifest["folders"].get(there, [None])):
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(dest / target, dest / rel)
+        except OSError:
+            shutil.copy2(dest / target, dest / rel)
+
+
+def _complete(manifest: dict[str, Any], done: dict[str, str], dest: Path) -> dict[str, bool]:
+    """Folder -> whether all its volumes are applied and all its links made."""
+    linked = {}
+    for rel in manifest.get("links", {}):
+        folder = rel.split("/", 1)[0]
+        linked[folder] = linked.get(folder, True) and (dest / rel).exists()
+    return {f: all(n in done for n in names) and linked.get(f, True) for f, names in manifest["folders"].items()}
 
 
 def missing(dest: Path) -> tuple[list[str], dict[str, bool]]:
@@ -292,9 +336,8 @@ def missing(dest: Path) -> tuple[list[str], dict[str, bool]]:
         return [], {}
     manifest = _manifest(path)
     done = applied(dest)
-    names = [v["name"] for v in manifest["volumes"] if v["name"] not in done]  # type: ignore[index, union-attr]
-    folders = {f: all(n in done for n in ns) for f, ns in manifest["folders"].items()}  # type: ignore[union-attr]
-    return names, folders
+    names = [v["name"] for v in manifest["volumes"] if v["name"] not in done]
+    return names, _complete(manifest, done, dest)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -245,3 +245,30 @@ def test_a_release_on_the_hosts_own_torch_needs_no_overlay(host: Path, tmp_path:
     env = ensure_env(EngineRecipe(vllm="9.27.1", accelerator="cuda"), tmp_path / "env.log")
     assert "torch" not in env.fingerprint and "torch_overlay" not in env.fingerprint
     assert with_overlay({"A": "1"}, env.fingerprint) == {"A": "1"}
+
+
+def test_the_hosts_feed_applies_uploads_and_checks_a_complete_overlay_in_the_background(tmp_path: Path) -> None:
+    """images/offline-host.sh feed: the volumes go in at once, and the overlay's check runs
+    behind the call once its last volume is in (here it fails: this machine has no GPU)."""
+    import time
+
+    overlay.build(tmp_path / "src" / "_torch-9.13.0", _overlay_wheels(tmp_path / "wheels"))
+    ups = volumes.pack([tmp_path / "src" / "_torch-9.13.0"], tmp_path / "up", 2_000, jobs=1, preset=1, lane_bytes=2_000)
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "VMATRIX_WHEELHOUSE": str(tmp_path / "wh"), "VMATRIX_DATA": str(tmp_path / "data"),
+           "VMATRIX_SITE": str(tmp_path / "site")}
+    feed = [str(repo / "images" / "offline-host.sh"), "feed"]
+    first = subprocess.run([*feed, *map(str, ups[:-1])], env=env, capture_output=True, text=True, check=False)
+    assert first.returncode == 0, first.stderr
+    assert f"applied {len(ups) - 1}:" in first.stdout and "missing 1: _torch-9.13.0." in first.stdout
+    last = subprocess.run([*feed, str(ups[-1])], env=env, capture_output=True, text=True, check=False)
+    assert "complete: _torch-9.13.0; missing 0" in last.stdout
+    failed = tmp_path / "wh" / "_torch-9.13.0" / overlay.FAILED
+    deadline = time.monotonic() + 120
+    while not failed.is_file() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "torch 9.13.0: no CUDA device" in failed.read_text()
+    deadline = time.monotonic() + 30
+    while "overlay FAILED" not in (tmp_path / "data" / "feed.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "overlay FAILED: " in (tmp_path / "data" / "feed.log").read_text()

@@ -134,3 +134,27 @@ def test_a_cached_pack_reuses_its_lanes_and_a_changed_file_recompresses_its_own(
     assert len(after - set(lanes)) == 1  # only the lane holding m3.py was compressed again
     apply(ups, tmp_path / "wh")
     assert (tmp_path / "wh" / "_torch-9.13.0" / "torch" / "m3.py").read_text() == "X = 'changed'\n"
+
+
+def test_a_file_two_folders_share_travels_once_and_is_linked_when_its_first_folder_is_in(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    shared = rng.randbytes(300_000)
+    for release, own in (("vllm-9.27.1", b"a"), ("vllm-9.28.0", b"b")):
+        folder = tmp_path / "src" / release
+        folder.mkdir(parents=True)
+        (folder / "dep-1.0-py3-none-any.whl").write_bytes(shared)
+        (folder / f"{release}.whl").write_bytes(own * 1000)
+    ups = pack([tmp_path / "src" / "vllm-9.27.1", tmp_path / "src" / "vllm-9.28.0"], tmp_path / "out", 150_000,
+               jobs=1, preset=1)
+    sent = sum(f.stat().st_size for u in ups for f in u.glob("*.vol"))
+    assert len(shared) < sent < 1.2 * len(shared)  # the shared wheel once
+    wh = tmp_path / "wh"
+    second = [u for u in ups if next(u.glob("*.vol")).name.startswith("vllm-9.28.0")]
+    first = [u for u in ups if u not in second]
+    apply(second, wh)
+    assert not (wh / "vllm-9.28.0" / "dep-1.0-py3-none-any.whl").exists()
+    assert missing(wh)[1] == {"vllm-9.27.1": False, "vllm-9.28.0": False}
+    apply(first, wh)
+    assert (wh / "vllm-9.28.0" / "dep-1.0-py3-none-any.whl").read_bytes() == shared
+    assert missing(wh) == ([], {"vllm-9.27.1": True, "vllm-9.28.0": True})
+    assert (wh / "vllm-9.28.0" / COMPLETE).is_file()
