@@ -48,3 +48,10 @@ def expectations_for(source: Readable, run_id: int) -> dict[str, Any]:
     with source.reader() as rc:
         rows = rc.rows("SELECT key, expect FROM requests WHERE run_id = ? AND expect IS NOT NULL", [run_id])
     return {key: json.loads(raw) if isinstance(raw, str) else raw for key, raw in rows}
+
+
+def unmeasured_of(evidence: Mapping[str, Any] | None) -> list[str]:
+    """What a grade says it could not measure: its coverage's ``unmeasured`` items (the
+    reasons a `partial` is not `clean`)."""
+    coverage = (evidence or {}).get("coverage") or {}
+    return [str(item) for item in coverage.get("unmeasured") or ()]

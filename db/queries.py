@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, and_, or_, select
 
 from db.models import CellRow, GradeRow, RequestRow, Run, Sweep, latest_first, newest_grade_id
 
@@ -31,6 +31,7 @@ from db.reads import chunks as _chunks
 from db.samples import quantile
 from db.store import Store
 from db.table import RENDER_WIDTH, SIGNATURE_WIDTH, Table, knob_text, lookup_table, render_table  # noqa: F401
+from vmatrix.cells import LEGACY_VERDICTS
 from vmatrix.errors import NotFoundError
 
 
@@ -105,11 +106,18 @@ def _summary(run: Run, cell: CellRow, verdict: str | None) -> RunSummary:
     )
 
 
-def list_runs(store: Store, sweep_id: int | None = None, limit: int = 50) -> list[RunSummary]:
-    """The newest runs, of one sweep or of all."""
+def list_runs(store: Store, sweep_id: int | None = None, limit: int = 50,
+              results: Collection[str] | None = None) -> list[RunSummary]:
+    """The newest runs, of one sweep or of all; with ``results``, only the runs whose
+    newest verdict (their status, while ungraded) is one of them."""
     stmt = _with_verdicts(select(Run, CellRow).join(CellRow, CellRow.id == Run.cell_id))
     if sweep_id is not None:
         stmt = stmt.where(Run.sweep_id == sweep_id)
+    if results is not None:
+        # Stored grades may carry an old name (LEGACY_VERDICTS); they match under the new one.
+        stored = {*results, *(old for old, new in LEGACY_VERDICTS.items() if new in results)}
+        stmt = stmt.where(or_(GradeRow.verdict.in_(sorted(stored)),
+                              and_(GradeRow.verdict.is_(None), Run.status.in_(sorted(results)))))
     stmt = stmt.order_by(*latest_first()).limit(limit)
     with store.session() as session:
         return [_summary(run, cell, verdict) for run, cell, verdict in session.execute(stmt)]

@@ -275,6 +275,26 @@ def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: boo
     return out
 
 
+def unmeasured_items(source: Readable, run_ids: Iterable[int]) -> dict[int, list[str]]:
+    """Per run, what its newest grade says it could not measure (the evidence's
+    ``coverage.unmeasured``); runs whose grade lists nothing are absent. Extracted by the
+    database: only that list leaves it, not the whole evidence."""
+    out: dict[int, list[str]] = {}
+    with source.reader() as rc:
+        if rc.dialect == "postgresql":
+            extract = "g.evidence -> 'coverage' -> 'unmeasured'"
+        else:
+            extract = "json_extract(g.evidence, '$.coverage.unmeasured')"
+        for chunk in chunks(run_ids):
+            sql = (f"SELECT g.run_id, {extract} FROM grades AS g WHERE g.run_id IN {_in_list(len(chunk))} "
+                   f"AND g.id = ({newest_grade_sql('g.run_id')})")
+            for run_id, items in rc.rows(sql, chunk):
+                items = _json(items) if items is not None else None
+                if items:
+                    out[run_id] = [str(item) for item in items]
+    return out
+
+
 # --- run_samples: per-run counters and per-request timings (db/samples.py) ------------
 
 

@@ -27,6 +27,7 @@ from db.compare import (
     rates,
     ttft_cold_hot,
 )
+from db.evidence import unmeasured_of
 from db.queries import (
     CellResult,
     GradeDetail,
@@ -44,11 +45,15 @@ from db.store import Store
 from vmatrix import speed
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-# Results that need no explanation; every other one gets an evidence section.
+# Results that need no explanation; every other one gets an evidence section (`partial`
+# too: its evidence says what was not measured).
 UNREMARKABLE = {"clean", "control"}
 RESULT_COLORS = {
     "control": "#9ecae1",
     "clean": "#74c476",
+    # Matched its control, part of the claim unmeasured: yellow-green, between clean's
+    # green and the colours of results that need a look; never clean's colour.
+    "partial": "#e6f598",
     "ok": "#c7e9c0",  # ran, not graded yet
     "degraded": "#fdd0a2",
     "unexercised": "#d4b9da",  # matched its control, but what it tests did not happen
@@ -59,6 +64,24 @@ RESULT_COLORS = {
     "invalid": "#969696",  # knobs break a geometry rule; never started
     "ungraded": "#d9d9d9",
     "not run": "#ffffff",
+}
+# What each result means, for the legends of the report and the site (docs/GRADING.md
+# has the rules behind them).
+RESULT_MEANINGS = {
+    "control": "the reference the other cells are graded against",
+    "clean": "answers matched the control, and what the cell tests happened and was measured",
+    "partial": "answers matched the control, but part of what the cell claims was not measured (listed as "
+               "unmeasured: say, no asked line inside a block a prefix-cache hit restored)",
+    "unexercised": "answers matched the control, but what the cell tests did not happen (no hits, no drafts)",
+    "degraded": "answers matched the control, with a symptom (a slowdown, a repetition) or a recall drop",
+    "corrupt": "answers differ from the control beyond its noise floor",
+    "crashed": "the engine died during the replay",
+    "startup_failed": "the engine never became healthy",
+    "timeout": "the replay ran past its time limit",
+    "invalid": "the knobs break a geometry rule; no engine was started",
+    "ungraded": "its control has no run to grade against",
+    "ok": "ran, not graded yet",
+    "not run": "no run recorded",
 }
 SERIES_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
 
@@ -204,6 +227,11 @@ class CellView:
     total_s: float | None
     speed: str | None = None  # a speed finding (vmatrix/speed.py), shown beside the verdict
 
+    @property
+    def unmeasured(self) -> list[str]:
+        """What its grade could not measure: beside a `partial` (or an older grade's `clean`)."""
+        return unmeasured_of(self.grade.evidence if self.grade else None)
+
 
 @dataclass(frozen=True)
 class Heatmap:
@@ -224,8 +252,17 @@ class Report:
     result_colors: dict[str, str] = field(default_factory=lambda: dict(RESULT_COLORS))
 
     @property
+    def legend(self) -> list[tuple[str, str]]:
+        return legend(dict(sorted(self.counts.items())))
+
+    @property
     def remarkable(self) -> list[CellView]:
         return [c for c in self.cells if c.cell.result not in UNREMARKABLE]
+
+
+def legend(counts: dict[str, int]) -> list[tuple[str, str]]:
+    """(result, what it means) for each result counted, in the counts' order."""
+    return [(result, RESULT_MEANINGS[result]) for result in counts if result in RESULT_MEANINGS]
 
 
 def varying_knobs(cells: list[CellResult]) -> list[str]:
@@ -313,7 +350,8 @@ def build_report(store: Store, sweep_id: int) -> Report:
     run_ids = [c.run_id for c in cells if c.run_id is not None]
     samples = load_samples(store, run_ids)
     totals = metric_totals_for(store, run_ids)
-    grades = latest_grades_for(store, [c.run_id for c in cells if c.run_id and c.result not in UNREMARKABLE])
+    # Every grade but a control's: a clean one too, for what it could not measure.
+    grades = latest_grades_for(store, [c.run_id for c in cells if c.run_id and c.result != "control"])
     recalls = recall_counts(store, run_ids)
     views = [
         cell_view(

@@ -1,4 +1,4 @@
-"""The results DB as a static site (`vmatrix publish DIR`), the way asv publishes its history.
+"""The results DBs as a static site (`vmatrix publish DIR`), the way asv publishes its history.
 
 Pages: ``index.html``, the lookup table of every stack (releases x cells, verdict colours,
 the cells whose verdict changed since the previous release marked and linked to the
@@ -10,6 +10,14 @@ link). A *cell* here is what stays the same across releases: the engine kind (ac
 patch set, LMCache), model, workload and knobs; its result on each release is that
 release's content-addressed cell.
 
+Several DBs make one site: stacks, cells and releases are content-addressed (digests of
+the engine kind, model, workload and knobs), so the same stack recorded in two DBs is one
+table. Every result says which DB and sweep recorded it. A square holds the newest result
+of its cell on that release (the latest run's finish, then the newest grade); any other
+result for the same square (the same cell in another DB, or another cell of the same
+knobs and release) is listed under it and on the cell page, never dropped. One run found
+in two DBs (a copied DB) is one result, recorded in both.
+
 Offline like the report: no script, no font or CDN, one stylesheet next to the pages,
 relative links only, so it opens from ``file://``. Deterministic: nothing on a page
 depends on when it was written, and a file whose content did not change is not
@@ -20,8 +28,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,10 +39,20 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from db.compare import RunSamples, load_samples
-from db.evidence import expectations_for, ground_truth
+from db.evidence import expectations_for, ground_truth, unmeasured_of
 from db.queries import CellResult, GradeDetail, cell_results, knob_text, latest_grades_for, metric_totals_for
 from db.reads import RecallCount, recall_counts
-from db.report import RESULT_COLORS, UNREMARKABLE, BarChart, CellView, bar_chart, cell_view, environment, varying_knobs
+from db.report import (
+    RESULT_COLORS,
+    UNREMARKABLE,
+    BarChart,
+    CellView,
+    bar_chart,
+    cell_view,
+    environment,
+    legend,
+    varying_knobs,
+)
 from db.store import BisectRecord, Store
 from vmatrix.cells import direction
 
@@ -51,14 +71,113 @@ def _release(version: str) -> Version | None:
 
 
 @dataclass
+class _Recorded:
+    """What the runs of one DB's cells recorded, read in bulk once."""
+
+    samples: dict[int, RunSamples]
+    totals: dict[int, dict[str, float]]
+    grades: dict[int, GradeDetail]
+    recalls: dict[int, RecallCount]
+    runs: dict[int, tuple[float, float]]  # run id -> (started_at, finished_at)
+
+    def view(self, cell: CellResult, axes: list[str]) -> CellView:
+        run = cell.run_id
+        if run is None:
+            return cell_view(cell, axes, RunSamples(), {}, None, None)
+        return cell_view(cell, axes, self.samples.get(run, RunSamples()), self.totals.get(run, {}),
+                         self.grades.get(run), self.recalls.get(run))
+
+
+@dataclass
+class Source:
+    """One results DB the site is built from."""
+
+    number: int  # 1, 2, ... in the order given: "db 2" on a page
+    name: str  # the file's name (not its folder: a page must not depend on where the DB lies), or the URL
+    key: str  # for file names: the file's stem, made unique among the sources
+    store: Store
+    sweeps: dict[int, str]  # sweep id -> name
+    cells: list[CellResult]
+    recorded: _Recorded
+    workloads: dict[str, str]  # cell id -> workload name
+    newest_run: float | None
+    bisect_count: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"db {self.number}"
+
+    def sweep_text(self, sweep: int | None) -> str:
+        if sweep is None:
+            return "no run"
+        name = self.sweeps.get(sweep)
+        return f"sweep {sweep}" + (f" ({name})" if name else "")
+
+
+@dataclass
+class Result:
+    """One recorded result of a cell on a release, and the DB (and sweep) that recorded it."""
+
+    view: CellView
+    source: Source
+    started_at: float | None
+    finished_at: float | None
+    also: list[Source] = field(default_factory=list)  # other DBs holding this very run (a copied DB)
+
+    @property
+    def result(self) -> str:
+        return self.view.cell.result
+
+    @property
+    def sweep(self) -> int | None:
+        return self.view.cell.run_sweep_id
+
+    @property
+    def origin(self) -> str:
+        """``name.db, sweep 2 (its name)``: where a person finds this result."""
+        text = f"{self.source.name}, {self.source.sweep_text(self.sweep)}"
+        if self.view.cell.run_id is not None:
+            text += f", run {self.view.cell.run_id}"
+        return text
+
+    @property
+    def tag(self) -> str:
+        """The short form for a square: ``db 2 · sweep 1``."""
+        return f"{self.source.label} · sweep {self.sweep}" if self.sweep is not None else self.source.label
+
+    @property
+    def unmeasured(self) -> list[str]:
+        """What the newest grade says it could not measure (its coverage's ``unmeasured``)."""
+        return unmeasured_of(self.view.grade.evidence if self.view.grade else None)
+
+    def recency(self) -> tuple[bool, float, float]:
+        """Newest first: a run before none, then the latest finish, then the newest grade."""
+        grade = self.view.grade
+        return (self.view.cell.run_id is not None, self.finished_at or 0.0, grade.created_at if grade else 0.0)
+
+
+@dataclass
 class Slot:
-    """One cell on one release: a square of the lookup table."""
+    """One cell on one release: a square of the lookup table. Its results newest first:
+    the first is the square's; the others are listed under it."""
 
     release: str
-    view: CellView
+    results: list[Result] = field(default_factory=list)
     previous: str | None = None  # the release below with a result, if any
     change: str | None = None  # better / worse / changed, against that release
-    bisects: list[BisectRecord] = field(default_factory=list)  # between the two
+    bisects: list[BisectPage] = field(default_factory=list)  # between the two
+
+    @property
+    def newest(self) -> Result:
+        return self.results[0]
+
+    @property
+    def view(self) -> CellView:
+        return self.newest.view
+
+    @property
+    def others(self) -> list[Result]:
+        return self.results[1:]
 
     @property
     def result(self) -> str:
@@ -68,19 +187,44 @@ class Slot:
     def mark(self) -> tuple[str, str] | None:
         return CHANGE_MARK.get(self.change) if self.change else None
 
+    def settle(self) -> None:
+        """Order the results newest first; fold one run that several DBs hold into one
+        result; leave out a cell never run when the square has a result that ran."""
+        same: dict[tuple[str, float | None, float | None, str], Result] = {}
+        kept: list[Result] = []
+        for r in sorted(self.results, key=Result.recency, reverse=True):
+            if r.view.cell.run_id is None and kept:
+                continue
+            key = (r.view.cell.cell_id, r.started_at, r.finished_at, r.result)
+            if r.view.cell.run_id is not None and key in same:
+                same[key].also.append(r.source)
+                continue
+            same[key] = r
+            kept.append(r)
+        self.results = kept
+
 
 @dataclass
 class Evidence:
-    """What the cell page shows for one release whose result is not clean."""
+    """What the cell page shows for one result that is not clean."""
 
     release: str
     slot: Slot
+    item: Result
     grade: GradeDetail | None
     first: dict[str, Any]
     where: str
     columns: list[tuple[str, str]]  # (cell | control | ground truth, text)
     coverage: list[str]
+    unmeasured: list[str]
     evidence_json: str | None
+
+    @property
+    def anchor(self) -> str:
+        """The section's id: the release, and the DB and run for a result other than the square's."""
+        if self.item is self.slot.newest:
+            return f"evidence-{self.release}"
+        return f"evidence-{self.release}-{self.item.source.key}-{self.item.view.cell.run_id}"
 
 
 @dataclass
@@ -92,6 +236,7 @@ class Shape:
     label: str  # the knobs that vary within its stack
     knobs: str  # all its knobs
     control: bool
+    label_lines: list[str] = field(default_factory=list)  # the label, a knob a line (a column's header)
     slots: dict[str, Slot] = field(default_factory=dict)  # release -> slot
     charts: list[BarChart] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
@@ -114,11 +259,18 @@ class Stack:
     releases: list[str] = field(default_factory=list)  # newest first
     shapes: list[Shape] = field(default_factory=list)
     shared: str = ""  # the knobs every cell of it sets alike (not at their defaults)
+    sources: list[Source] = field(default_factory=list)  # the DBs its results come from
+
+    @property
+    def from_text(self) -> str:
+        return ", ".join(f"{s.label} ({s.name})" for s in self.sources)
 
 
 @dataclass
 class BisectPage:
     record: BisectRecord
+    source: Source
+    name: str  # the page's file name, without .html
     old: Shape | None
     new: Shape | None
     range_url: str | None
@@ -141,9 +293,21 @@ class BisectPage:
 class Site:
     stacks: list[Stack]
     bisects: list[BisectPage]
-    counts: dict[str, int]
+    counts: dict[str, int]  # each square's result (its newest)
     newest_run: float | None
+    sources: list[Source] = field(default_factory=list)
+    listed: int = 0  # results listed under a newer one in the same square
     result_colors: dict[str, str] = field(default_factory=lambda: dict(RESULT_COLORS))
+
+    @property
+    def several(self) -> bool:
+        """Whether the pages name each result's DB (more than one DB published)."""
+        return len(self.sources) > 1
+
+    @property
+    def legend(self) -> list[tuple[str, str]]:
+        """What each result shown means, in the order of the counts."""
+        return legend(self.counts)
 
 
 def _short(candidate: str | None) -> str:
@@ -167,8 +331,25 @@ def _workloads(store: Store) -> dict[str, str]:
     return out
 
 
-def _knobs_text(knobs: dict[str, Any], names: list[str]) -> str:
-    return ", ".join(f"{n}={knob_text(knobs.get(n))}" for n in names) or "defaults"
+def _knob_lines(knobs: dict[str, Any], names: list[str], unset: frozenset[str] = frozenset()) -> list[str]:
+    """``name=value`` each; a knob of ``unset`` at None reads ``default``, not ``off``."""
+    return [f"{n}={'default' if n in unset and knobs.get(n) is None else knob_text(knobs.get(n))}" for n in names]
+
+
+def _knobs_text(knobs: dict[str, Any], names: list[str], unset: frozenset[str] = frozenset()) -> str:
+    return ", ".join(_knob_lines(knobs, names, unset)) or "defaults"
+
+
+def _unset_apart(cells: list[CellResult], names: list[str]) -> frozenset[str]:
+    """The knobs among ``names`` that some cells leave unset and others set to a value that
+    reads the same (async_scheduling unset, i.e. the engine's default, and false: both
+    "off"), so that two columns are not labelled alike."""
+    apart = set()
+    for n in names:
+        values = {json.dumps(c.knobs.get(n), sort_keys=True) for c in cells}
+        if "null" in values and any(knob_text(json.loads(v)) == knob_text(None) for v in values - {"null"}):
+            apart.add(n)
+    return frozenset(apart)
 
 
 def _set(knobs: dict[str, Any], defaults: dict[str, Any] | None) -> list[str]:
@@ -188,7 +369,8 @@ def _range_link(record: BisectRecord) -> tuple[str | None, str | None]:
             f"{_short(record.last_old)}..{_short(record.first_new)}")
 
 
-def _evidence(store: Store, slot: Slot, grade: GradeDetail | None) -> Evidence:
+def _evidence(slot: Slot, item: Result) -> Evidence:
+    grade = item.view.grade
     ev = grade.evidence if grade else {}
     first = dict(ev.get("first") or {})
     where = ""
@@ -204,8 +386,8 @@ def _evidence(store: Store, slot: Slot, grade: GradeDetail | None) -> Evidence:
         columns.append(("cell", first.get("cell_text") or failed))
         if "control_text" in first:
             columns.append(("control", first.get("control_text") or ""))
-        run_id = slot.view.cell.run_id
-        truth = ground_truth(ev, expectations_for(store, run_id) if run_id is not None else {})
+        run_id = item.view.cell.run_id
+        truth = ground_truth(ev, expectations_for(item.source.store, run_id) if run_id is not None else {})
         if truth is not None:
             columns.append(("ground truth", truth))
     coverage = []
@@ -218,10 +400,10 @@ def _evidence(store: Store, slot: Slot, grade: GradeDetail | None) -> Evidence:
     flags = [f"{k} {'yes' if v else 'no'}" for k, v in (cov.get("exercised") or {}).items() if isinstance(v, bool)]
     if flags:
         coverage.append("exercised: " + ", ".join(flags))
-    if slot.view.rates.prefix_hit_rate is not None:
-        coverage.append(f"prefix cache hit rate {slot.view.rates.prefix_hit_rate:.1%}")
+    if item.view.rates.prefix_hit_rate is not None:
+        coverage.append(f"prefix cache hit rate {item.view.rates.prefix_hit_rate:.1%}")
     coverage += [f"gap: {gap}" for gap in cov.get("gaps") or ()]
-    return Evidence(slot.release, slot, grade, first, where, columns, coverage,
+    return Evidence(slot.release, slot, item, grade, first, where, columns, coverage, item.unmeasured,
                     json.dumps(ev, indent=2, ensure_ascii=False, sort_keys=True) if ev else None)
 
 
@@ -231,7 +413,7 @@ def _recall_text(view: CellView) -> str:
 
 
 def _charts(shape: Shape) -> list[BarChart]:
-    """The cell's speed and answers per release, newest release first."""
+    """The cell's speed and answers per release (each square's result), newest release first."""
     rows = [s for s in shape.rows() if s.view.requests]
     kinds = list(dict.fromkeys(k for s in rows for k in s.view.decode_by_type))
     charts = [
@@ -250,48 +432,52 @@ def _charts(shape: Shape) -> list[BarChart]:
     return [c for c in charts if c is not None]
 
 
-@dataclass
-class _Recorded:
-    """What the runs of the site's cells recorded, read in bulk once."""
-
-    samples: dict[int, RunSamples]
-    totals: dict[int, dict[str, float]]
-    grades: dict[int, GradeDetail]
-    recalls: dict[int, RecallCount]
-
-    def view(self, cell: CellResult, axes: list[str]) -> CellView:
-        run = cell.run_id
-        if run is None:
-            return cell_view(cell, axes, RunSamples(), {}, None, None)
-        return cell_view(cell, axes, self.samples.get(run, RunSamples()), self.totals.get(run, {}),
-                         self.grades.get(run), self.recalls.get(run))
+def _shape_json(knobs: dict[str, Any]) -> str:
+    """What names a shape: its knobs, a knob at None (unset) and one not recorded alike."""
+    return json.dumps({n: v for n, v in knobs.items() if v is not None}, sort_keys=True)
 
 
-def _stack(key: str, members: list[CellResult], workload: str, recorded: _Recorded,
-           defaults: dict[str, Any] | None) -> Stack:
+def _stack(key: str, members: list[tuple[Source, CellResult]], defaults: dict[str, Any] | None) -> Stack:
     """One engine kind, model and workload: its releases, and a shape per knob set."""
-    c0 = members[0]
+    s0, c0 = members[0]
     engine = "vllm-cpu" if c0.accelerator == "cpu" else "vllm"
     engine += (f" +{c0.patches}" if c0.patches else "") + (f" +lmcache {c0.lmcache}" if c0.lmcache else "")
-    stack = Stack(key, f"{engine} · {c0.model_name} · workload {workload}")
-    stack.releases = sorted({c.vllm_version for c in members}, key=Version, reverse=True)
-    axes = varying_knobs(members)
-    stack.shared = _knobs_text(c0.knobs, [n for n in _set(c0.knobs, defaults) if n not in axes])
+    stack = Stack(key, f"{engine} · {c0.model_name} · workload {s0.workloads.get(c0.cell_id, '?')}")
+    stack.releases = sorted({c.vllm_version for _, c in members}, key=Version, reverse=True)
+    stack.sources = sorted({id(s): s for s, _ in members}.values(), key=lambda s: s.number)
+    cells = [c for _, c in members]
+    # The cells of one stack need not record the same knob names: a knob added later is
+    # left out of a cell while unset (the spec's Knobs.canonical keeps old cells' ids), so
+    # one recorded before it existed, or without it, lacks it. Every name any member
+    # records, read as None (unset) where a member lacks it, in first-seen order.
+    names = list(dict.fromkeys(n for c in cells for n in c.knobs))
+    order = {n: i for i, n in enumerate(names)}
+    c0_knobs = {n: c0.knobs.get(n) for n in names}
+    axes = varying_knobs(cells)
+    unset = _unset_apart(cells, axes)
+    stack.shared = _knobs_text(c0_knobs, [n for n in _set(c0_knobs, defaults) if n not in axes])
     shapes: dict[str, Shape] = {}
-    for c in members:
-        knobs_json = json.dumps(c.knobs, sort_keys=True)
+    for source, c in members:
+        knobs_json = _shape_json(c.knobs)
         if knobs_json not in shapes:
-            named = sorted(set(_set(c.knobs, defaults)) | set(axes), key=list(c.knobs).index)
-            shapes[knobs_json] = Shape(_key(key, knobs_json), stack, _knobs_text(c.knobs, axes),
-                                       _knobs_text(c.knobs, named), c.control_id is None)
-        shapes[knobs_json].slots[c.vllm_version] = Slot(c.vllm_version, recorded.view(c, axes))
+            knobs = {n: c.knobs.get(n) for n in names}
+            named = sorted(set(_set(knobs, defaults)) | set(axes), key=order.__getitem__)
+            shapes[knobs_json] = Shape(_key(key, knobs_json), stack, _knobs_text(knobs, axes, unset),
+                                       _knobs_text(knobs, named, unset), c.control_id is None,
+                                       _knob_lines(knobs, axes, unset) or ["defaults"])
+        slot = shapes[knobs_json].slots.setdefault(c.vllm_version, Slot(c.vllm_version))
+        times = source.recorded.runs.get(c.run_id) if c.run_id is not None else None
+        slot.results.append(Result(source.recorded.view(c, axes), source, *(times or (None, None))))
+    for shape in shapes.values():
+        for slot in shape.slots.values():
+            slot.settle()
     stack.shapes = sorted(shapes.values(), key=lambda s: (not s.control, s.label))
     return stack
 
 
-def _mark_changes(shape: Shape, records: list[BisectRecord]) -> None:
+def _mark_changes(shape: Shape, pages: list[BisectPage]) -> None:
     """Each release whose result differs from the release below it (with a result), and the
-    bisects recorded between those two cells."""
+    bisects recorded between those two cells (in any of the DBs)."""
     below: Slot | None = None
     for slot in reversed(shape.rows()):  # oldest first
         if slot.view.cell.run_id is None:
@@ -299,41 +485,76 @@ def _mark_changes(shape: Shape, records: list[BisectRecord]) -> None:
         if below is not None and below.result != slot.result:
             slot.previous = below.release
             slot.change = direction(below.result, slot.result) or "changed"
-            slot.bisects = [r for r in records if r.new_cell_id == slot.view.cell.cell_id
-                            and r.old_cell_id == below.view.cell.cell_id]
+            slot.bisects = [p for p in pages if p.record.new_cell_id == slot.view.cell.cell_id
+                            and p.record.old_cell_id == below.view.cell.cell_id]
         below = slot
 
 
-def build_site(store: Store, defaults: dict[str, Any] | None = None) -> Site:
-    """Everything the pages show. ``defaults``: the knobs' default values (the matrix spec's,
-    which this layer does not know), so a cell is named by the knobs it sets."""
+def _name(store: Store) -> str:
+    url = store.engine.url
+    if url.get_backend_name() == "sqlite" and url.database:
+        return Path(url.database).name
+    return url.render_as_string(hide_password=True)
+
+
+def _source(number: int, store: Store, taken: set[str]) -> Source:
+    """Everything the pages show of one DB, read in bulk."""
+    name = _name(store)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name.removesuffix(".db")).strip("-.") or "db"
+    key, n = stem, 1
+    while key in taken:  # two DBs of one name in different folders
+        n += 1
+        key = f"{stem}-{n}"
+    taken.add(key)
     cells = [c for c in cell_results(store) if _release(c.vllm_version) is not None]
     run_ids = [c.run_id for c in cells if c.run_id is not None]
+    with store.reader() as rc:
+        runs = {run: (started, finished) for run, started, finished in rc.rows("SELECT id, started_at, finished_at FROM runs")}
+        sweeps = {sweep: name for sweep, name in rc.rows("SELECT id, name FROM sweeps")}
     recorded = _Recorded(load_samples(store, run_ids), metric_totals_for(store, run_ids),
-                         latest_grades_for(store, run_ids), recall_counts(store, run_ids))
-    workloads = _workloads(store)
-    grouped: dict[str, list[CellResult]] = defaultdict(list)
-    for c in cells:
-        grouped[_key(c.accelerator, c.patches, c.lmcache, c.model_digest, c.workload_digest)].append(c)
-    stacks = sorted((_stack(key, members, workloads.get(members[0].cell_id, "?"), recorded, defaults)
-                     for key, members in grouped.items()), key=lambda s: s.title)
-    records = store.bisects()
+                         latest_grades_for(store, run_ids), recall_counts(store, run_ids), runs)
+    newest = max((finished for _, finished in runs.values()), default=None)
+    return Source(number, name, key, store, sweeps, cells, recorded, _workloads(store), newest)
+
+
+def build_site(stores: Store | Sequence[Store], defaults: dict[str, Any] | None = None) -> Site:
+    """Everything the pages show, from one DB or several. ``defaults``: the knobs' default
+    values (the matrix spec's, which this layer does not know), so a cell is named by the
+    knobs it sets."""
+    stores = [stores] if isinstance(stores, Store) else list(stores)
+    taken: set[str] = set()
+    sources = [_source(i, store, taken) for i, store in enumerate(stores, 1)]
+    grouped: dict[str, list[tuple[Source, CellResult]]] = defaultdict(list)
+    for source in sources:
+        for c in source.cells:
+            grouped[_key(c.accelerator, c.patches, c.lmcache, c.model_digest, c.workload_digest)].append((source, c))
+    stacks = sorted((_stack(key, members, defaults) for key, members in grouped.items()), key=lambda s: s.title)
+    pages: list[BisectPage] = []
+    for source in sources:
+        records = source.store.bisects()
+        source.bisect_count = len(records)
+        for r in records:
+            # One DB: bisects/N.html as always; several number their bisects each from 1.
+            name = str(r.id) if len(sources) == 1 else f"{source.key}-{r.id}"
+            pages.append(BisectPage(r, source, name, None, None, *_range_link(r)))
     shape_of: dict[str, Shape] = {}
     counts: dict[str, int] = defaultdict(int)
+    listed = 0
     for shape in (shape for stack in stacks for shape in stack.shapes):
-        _mark_changes(shape, records)
+        _mark_changes(shape, pages)
         shape.charts = _charts(shape)
         for slot in shape.rows():
-            shape_of[slot.view.cell.cell_id] = shape
             counts[slot.result] += 1
-            if slot.result not in {*UNREMARKABLE, "not run"}:
-                run = slot.view.cell.run_id
-                shape.evidence.append(_evidence(store, slot, recorded.grades.get(run) if run else None))
-    pages = [BisectPage(r, shape_of.get(r.old_cell_id or ""), shape_of.get(r.new_cell_id or ""), *_range_link(r))
-             for r in records]
-    with store.reader() as rc:
-        newest = rc.rows("SELECT max(finished_at) FROM runs")[0][0]
-    return Site(stacks, pages, dict(sorted(counts.items())), newest)
+            listed += len(slot.others)
+            for item in slot.results:
+                shape_of[item.view.cell.cell_id] = shape
+                if item.result not in {*UNREMARKABLE, "not run"}:
+                    shape.evidence.append(_evidence(slot, item))
+    for page in pages:
+        page.old = shape_of.get(page.record.old_cell_id or "")
+        page.new = shape_of.get(page.record.new_cell_id or "")
+    newest = max((s.newest_run for s in sources if s.newest_run is not None), default=None)
+    return Site(stacks, pages, dict(sorted(counts.items())), newest, sources, listed)
 
 
 def _write(path: Path, text: str) -> bool:
@@ -349,11 +570,14 @@ def _write(path: Path, text: str) -> bool:
 class Published:
     pages: int
     written: list[Path]  # pages whose content changed (all of them the first time)
+    sources: int = 1
+    stacks: int = 0
 
 
-def publish(store: Store, out: Path, defaults: dict[str, Any] | None = None) -> Published:
-    """Write the site of ``store`` into ``out``; files whose content is unchanged are left alone."""
-    site = build_site(store, defaults)
+def publish(stores: Store | Sequence[Store], out: Path, defaults: dict[str, Any] | None = None) -> Published:
+    """Write the site of one store or several into ``out``; files whose content is unchanged
+    are left alone."""
+    site = build_site(stores, defaults)
     env = environment()
     env.filters["shell"] = shlex.join  # a command as a person pastes it
     files: dict[Path, str] = {
@@ -365,7 +589,7 @@ def publish(store: Store, out: Path, defaults: dict[str, Any] | None = None) -> 
             files[out / "cells" / f"{shape.key}.html"] = env.get_template("site-cell.html.j2").render(
                 site=site, shape=shape, up="../")
     for page in site.bisects:
-        files[out / "bisects" / f"{page.record.id}.html"] = env.get_template("site-bisect.html.j2").render(
+        files[out / "bisects" / f"{page.name}.html"] = env.get_template("site-bisect.html.j2").render(
             site=site, page=page, up="../")
     written = [path for path, text in files.items() if _write(path, text)]
-    return Published(len(files), written)
+    return Published(len(files), written, len(site.sources), len(site.stacks))

@@ -311,6 +311,11 @@ class Store:
         with self.session() as session:
             return session.scalars(select(GradeRow).where(GradeRow.id == newest_grade_of(run_id))).first()
 
+    def grades_of(self, run_id: int) -> list[GradeRow]:
+        """Every grade of a run, newest first (grades are appended, never rewritten)."""
+        with self.session() as session:
+            return list(session.scalars(select(GradeRow).where(GradeRow.run_id == run_id).order_by(GradeRow.id.desc())))
+
     def requests_for(self, run_id: int) -> list[RequestRecord]:
         with self.session() as session:
             rows = session.scalars(select(RequestRow).where(RequestRow.run_id == run_id).order_by(RequestRow.id))

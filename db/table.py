@@ -18,8 +18,9 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from db.reads import PREFIX_HITS, PREFIX_QUERIES, CellResult, Readable, cell_results, counter_values
+from db.reads import PREFIX_HITS, PREFIX_QUERIES, CellResult, Readable, cell_results, counter_values, unmeasured_items
 from vmatrix import speed
+from vmatrix.cells import LEGACY_VERDICTS, STATUSES, VERDICTS
 from vmatrix.errors import InputError
 
 SIGNATURE_WIDTH = 80
@@ -28,6 +29,35 @@ RENDER_WIDTH = 10_000  # text tables wider than this wrap their cells
 # each one: a lookup table is read at a glance, and hundreds of joined results (a large
 # sweep's knob combinations folded into one cell) are not. `--full` lists them all.
 LISTED_RESULTS = 4
+# What a table cell can say of a cell: a verdict, else its run's status, else not run.
+RESULTS: tuple[str, ...] = (*VERDICTS, *(s for s in STATUSES if s not in VERDICTS), "not run")
+# Verdicts whose claim is "the answers are right": what their grade could not measure is
+# shown beside them (`partial` always has some; an older grade's `clean` may too).
+QUALIFIED = ("clean", "partial")
+UNMEASURED_WIDTH = 28
+
+
+def result_names(names: list[str] | None) -> frozenset[str] | None:
+    """The results ``--verdict`` asks for (old names read as their current ones); None: all."""
+    if not names:
+        return None
+    wanted = set()
+    for name in names:
+        name = LEGACY_VERDICTS.get(name, name)
+        if name not in RESULTS:
+            raise InputError.naming("{verdict}: " + f"{name!r} is not one of {', '.join(RESULTS)}")
+        wanted.add(name)
+    return frozenset(wanted)
+
+
+def unmeasured_subjects(items: list[str]) -> str:
+    """``agent, spec_tail``: what each unmeasured item is about (its text before the first
+    colon, or its start), for a table cell; `results show` has the whole reasons."""
+    subjects = []
+    for item in items:
+        head = item.split(":", 1)[0].strip() if ":" in item else item
+        subjects.append(head if len(head) <= UNMEASURED_WIDTH else head[: UNMEASURED_WIDTH - 1] + "…")
+    return ", ".join(dict.fromkeys(subjects))
 
 
 @dataclass
@@ -76,7 +106,8 @@ def _truncate(text: str, width: int = SIGNATURE_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _cell_text(cell: CellResult, hit_rate: float | None, speed: str | None = None) -> str:
+def _cell_text(cell: CellResult, hit_rate: float | None, speed: str | None = None,
+               unmeasured: list[str] | None = None) -> str:
     if cell.run_id is None:
         return "not run"
     label = cell.verdict or cell.status or "not run"
@@ -84,6 +115,10 @@ def _cell_text(cell: CellResult, hit_rate: float | None, speed: str | None = Non
         detail = _truncate(cell.signature) if cell.signature else None
     else:
         detail = f"prefix hit {hit_rate:.0%}" if hit_rate is not None else None
+    if unmeasured and label in QUALIFIED:
+        # Beside the verdict, so a partial (or an old clean) says at a glance what it did not measure.
+        gap = f"unmeasured: {unmeasured_subjects(unmeasured)}"
+        detail = f"{detail}; {gap}" if detail else gap
     text = f"{label} ({detail})" if detail else label
     # Beside the verdict, never in it: the verdict is about the answers (vmatrix/speed.py).
     return f"{text} · {speed}" if speed else text
@@ -104,15 +139,18 @@ def _summary_text(cells: list[CellResult]) -> str:
 
 
 def lookup_table(source: Readable, rows: list[str], cols: list[str], sweep_id: int | None = None,
-                 full: bool = False) -> Table:
+                 full: bool = False, results: frozenset[str] | None = None) -> Table:
     """Latest result of every cell (of one sweep, or of all), laid out by the named axes.
 
     Each axis name is ``engine``, ``model`` or a knob name. A cell's latest run counts even
     when an earlier or later sweep recorded it: cells are content-addressed, so it is the
     same experiment. A table cell holding more than :data:`LISTED_RESULTS` results shows
-    a summary (:func:`_summary_text`) unless ``full``.
+    a summary (:func:`_summary_text`) unless ``full``. ``results``: only the cells whose
+    result is one of these (:func:`result_names`).
     """
     cells = cell_results(source, sweep_id, with_timings=False)
+    if results is not None:
+        cells = [c for c in cells if c.result in results]
     # Headers are worked out once per distinct combination of axis values, not once per
     # cell: the knob axes' texts once per knobs dict (cells with the same knobs text
     # share one, cell_results), then the headers once per engine, model and those texts.
@@ -141,12 +179,14 @@ def lookup_table(source: Readable, rows: list[str], cols: list[str], sweep_id: i
     speeds = {run: note for run, (_, _, drafted, accepted) in counters.items()
               if (note := speed.low_acceptance({speed.DRAFT_TOKENS: drafted or 0.0,
                                                  speed.ACCEPTED_TOKENS: accepted or 0.0}))}
+    unmeasured = unmeasured_items(source, [c.run_id for key in listed for c in groups[key]
+                                           if c.run_id is not None and c.result in QUALIFIED])
     texts: dict[tuple[str, str], str] = {}
     for key, group in groups.items():
         if key in listed:
             texts[key] = " / ".join(
-                _cell_text(c, hit_rates.get(c.run_id), speeds.get(c.run_id)) if c.run_id is not None
-                else _cell_text(c, None) for c in group)
+                _cell_text(c, hit_rates.get(c.run_id), speeds.get(c.run_id), unmeasured.get(c.run_id))
+                if c.run_id is not None else _cell_text(c, None) for c in group)
         else:
             texts[key] = _summary_text(group)
     # Headers in first-seen order, which follows the order the cells were added.

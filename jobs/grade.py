@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from jobs import symptoms
-from jobs.shape_grade import Shaped, shape_coverage, shape_findings, shape_recall
+from jobs.shape_grade import Shaped, repeat_counts, repeats_line, shape_coverage, shape_findings, shape_recall
 from vmatrix.records import RequestRecord, Transcript, answer_span
 
 # Drift on tokens both runs agree on, beyond this multiple of the noise floor (its
@@ -458,9 +458,14 @@ def grade_transcripts(
         "speed": [s.to_json() for s in symptoms.speed_findings(cell)],
     }
     findings = []
+    repeated = ""
     if shaped is not None:
         per_shape = shape_recall(cell, control, shaped.placed, shaped.block)
         findings = shape_findings(per_shape)
+        wrong = {g.key for g in bad} | {k for s in per_shape.values() for k in s["flips"]}
+        if counts := repeat_counts(shaped.placed, wrong):
+            evidence["repeats"] = counts
+            repeated = f"; repeats: {repeats_line(counts)}"
         covered, gaps, unmeasured = shape_coverage(
             cell, shaped.placed, prefix_caching=bool(exercised and exercised.prefix_caching), block=shaped.block,
             draft_tokens=shaped.draft_tokens if exercised is None or exercised.speculative else None,
@@ -479,7 +484,7 @@ def grade_transcripts(
         evidence["first"] = _headline(first, first.verdict)
         at = f", control margin {first.control_margin:.2f}" if first.control_margin is not None else ""
         what = "got no answer" if first.verdict == "missing" else "differ at a clear margin"
-        return "corrupt", f"{len(bad)}/{len(sent)} requests {what}; first at {_where(first)}{at}{skipped}", evidence
+        return "corrupt", f"{len(bad)}/{len(sent)} requests {what}; first at {_where(first)}{at}{repeated}{skipped}", evidence
     many_flips = len(ties) > max_tie_flip_fraction * len(sent)
     if many_flips and beyond:
         # Each flip alone is a near-tie, but noise does not flip this many requests, and
@@ -495,7 +500,7 @@ def grade_transcripts(
         evidence["first"] = _headline(g, f"shape {first_finding.reason}") | {"shape": first_finding.shape} | {
             k: wrong[k] for k in ("expected", "cell_text", "control_text", "cell_finished") if k in wrong}
         more = f" (and {len(findings) - 1} more shape(s))" if len(findings) > 1 else ""
-        return "corrupt", first_finding.summary + more, evidence
+        return "corrupt", first_finding.summary + more + repeated, evidence
     if truth.worse:
         wrong = truth.regressions[0]
         g = next(g for g in grades if g.key == wrong["key"])
@@ -504,7 +509,7 @@ def grade_transcripts(
         return "corrupt", (f"recall {truth.cell}/{truth.requests} against the control's {truth.control}/"
                            f"{truth.requests}: {truth.b} answer(s) right in the control are wrong in the cell, "
                            f"{truth.c} the other way (p = {truth.p:.3g}); first at session {g.session} turn {g.turn}"
-                           ), evidence
+                           f"{repeated}"), evidence
     if evidence["coverage"] and evidence["coverage"]["gaps"]:
         # Matched its control, but what it claims to test did not happen: not evidence of health.
         gaps = evidence["coverage"]["gaps"]
@@ -533,7 +538,13 @@ def grade_transcripts(
              if truth.requests else "")
     moved = (f"; logprob drift {drifted.drift:.3f} beyond {envelope:.3f} at {evidence['max_drift_at']} (evidence, "
              f"not graded)" if beyond else "")
-    return "clean", f"{identical}/{len(sent)} requests identical to control{flips}{right}{moved}{skipped}", evidence
+    matched = f"{identical}/{len(sent)} requests identical to control{flips}{right}{moved}{repeated}{skipped}"
+    if unmeasured := (evidence["coverage"] or {}).get("unmeasured"):
+        # Right as far as it was asked, but part of what the cell claims was not measured
+        # (say, no asked line inside the block its hit restored): not a bare clean.
+        evidence["first"] = {"reason": "partial", "unmeasured": unmeasured[0]}
+        return "partial", f"{matched}; not measured: {'; '.join(unmeasured)}", evidence
+    return "clean", matched, evidence
 
 
 @dataclass(frozen=True)

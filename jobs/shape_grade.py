@@ -41,6 +41,7 @@ class Placed:
     phase: str
     claim: Claim | None
     prompt: str
+    repeat: int = 0  # which repeat of its shape (jobs.shapes: ``repeat``)
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,32 @@ def shape_coverage(cell: Transcript, placed: Mapping[str, Placed], *, prefix_cac
                               "lower than laid out), so the restored state was not asked what it carries")
         report[shape] = s
     return report, gaps, unmeasured
+
+
+def repeat_counts(placed: Mapping[str, Placed], wrong: set[str]) -> dict[str, list[dict[str, int]]]:
+    """Per shape laid out more than once (``repeat``): each repeat's requests and how many of
+    them answered wrong (``wrong``: keys that differ from the control at a clear margin,
+    or are right in the control and wrong in the cell)."""
+    per: dict[str, dict[int, list[int]]] = defaultdict(dict)
+    for key, at in placed.items():
+        counts = per[at.shape].setdefault(at.repeat, [0, 0])
+        counts[0] += 1
+        counts[1] += key in wrong
+    return {shape: [{"repeat": r + 1, "requests": n, "wrong": w} for r, (n, w) in sorted(reps.items())]
+            for shape, reps in per.items() if len(reps) > 1}
+
+
+def repeats_line(counts: Mapping[str, Sequence[Mapping[str, int]]]) -> str:
+    """One clause per repeated shape: "cold_race wrong in 3 of 5 repeats (1-2 answers each)"."""
+    parts = []
+    for shape, reps in counts.items():
+        wrong = [r["wrong"] for r in reps if r["wrong"]]
+        if wrong:
+            each = f"{min(wrong)}-{max(wrong)}" if min(wrong) != max(wrong) else f"{wrong[0]}"
+            parts.append(f"{shape} wrong in {len(wrong)} of {len(reps)} repeats ({each} answer(s) each)")
+        else:
+            parts.append(f"{shape} right in all {len(reps)} repeats")
+    return "; ".join(parts)
 
 
 def _few(values: Sequence[Any]) -> str:

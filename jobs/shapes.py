@@ -51,7 +51,13 @@ from vmatrix.workload import Claim, Probe, ReplayRequest
 # What the builders below make of a spec. A cell's id holds its shaped workload's spec, not
 # its requests (those depend on the engine's block), so a change to what the builders
 # send must bump this: the cell is then another cell, not a recorded one run differently.
-LAYOUT_VERSION = 1
+# A run records the version it was laid out by (vmatrix.records.Layout), and a regrade
+# rebuilds its requests by that version.
+#   1: asked lines placed against the restore point prefix caching alone reaches.
+#   2: also against the one a speculative engine reaches, a block lower (``block_drop``:
+#      twins of the requests that restore, a cold race of prompts a block longer, spec
+#      tails one block further), and ``repeat``.
+LAYOUT_VERSION = 2
 
 ShapeKind = Literal["cold_race", "decode_cross", "spec_tail", "agent", "unique_tail"]
 SHAPE_KINDS: tuple[ShapeKind, ...] = ("cold_race", "decode_cross", "spec_tail", "agent", "unique_tail")
@@ -81,6 +87,7 @@ class ShapeParams(Protocol):
 
 
 Phase = tuple[str, tuple[ReplayRequest, ...]]
+Builder = Callable[[ShapeParams, int, random.Random, "random.Random | None"], list[Phase]]
 
 # The words a definition line has: the training corpus's 3 to 6.
 MIN_WORDS, MAX_WORDS = 3, 6
@@ -212,6 +219,29 @@ def _probe_cycle(n: int) -> Iterator[Probe]:
         yield order[i % len(order)]
 
 
+def _inside_cycle() -> Iterator[Probe]:
+    """What requests laid out for a speculative engine's restore point ask: the lines that
+    state carries (the ones after it are asked by the requests laid out for a block higher)."""
+    while True:
+        yield "before"
+        yield "at"
+
+
+def _twin(drop: random.Random, shape: str, session: str, turn: int, phase: str, defs: tuple[str, ...],
+          history: tuple[tuple[str, str], ...], restore: int, block: int, want: Probe,
+          exclude: set[int]) -> tuple[ReplayRequest, Conversation] | None:
+    """The request a speculative engine's block drop needs beside one laid out to restore
+    ``restore``: the same history, asking a line against the restore point a block lower
+    (where that engine's hit lands); None when a block lower is no hit at all. Its claim
+    keeps ``restore`` as the hit, so coverage counts a hit a block lower under speculative
+    decoding as the designed drop."""
+    if restore - block < block:
+        return None
+    conv, probe = _ask(drop, defs, history, restore - block, block, want, turn, exclude)
+    return _request(shape, f"{session}.drop", turn, phase, conv,
+                    Claim(count(conv.prompt()), hit_at=restore, probe=probe)), conv
+
+
 def _ask(rng: random.Random, defs: tuple[str, ...], history: tuple[tuple[str, str], ...], restore: int,
          block: int, want: Probe, turn: int, exclude: set[int]) -> tuple[Conversation, Probe | None]:
     """A conversation asking, after ``history``, a line at ``want`` relative to ``restore``
@@ -241,54 +271,72 @@ def _asked_before(conv: Conversation) -> set[int]:
 # --- the shapes ---------------------------------------------------------------------------------
 
 
-def race_lengths(p: ShapeParams, block: int) -> list[int]:
+def race_lengths(p: ShapeParams, block: int, extra: int = 0) -> list[int]:
     """A cold_race shape's prompt lengths in the order they are sent: spread over ``blocks``
-    blocks, or all the middle one when ``identical``."""
-    lo, hi = p.blocks  # type: ignore[attr-defined]
+    blocks (``extra`` more each: the race laid out for the block drop), or all the middle
+    one when ``identical``."""
+    lo, hi = (b + extra for b in p.blocks)  # type: ignore[attr-defined]
     n: int = p.prompts  # type: ignore[attr-defined]
     if p.identical:  # type: ignore[attr-defined]
         return [round(block * (lo + hi) / 2)] * n
     return [round(block * (lo + (hi - lo) * i / max(1, n - 1))) for i in range(n)]
 
 
-def fragments(p: ShapeParams, block: int, budget: int | None, max_num_seqs: int | None) -> bool | None:
+def fragments(p: ShapeParams, block: int, budget: int | None, max_num_seqs: int | None,
+              long: bool = False) -> bool | None:
     """Whether a cold_race shape's prompts, sent at once, overrun the engine's token budget
     per step, so that their prefills are split into chunks and one can end mid-block (the
-    scheduler takes at most ``max_num_seqs`` at a time); None when the budget is not known."""
+    scheduler takes at most ``max_num_seqs`` at a time), in its race or, with ``long``, in
+    its race of prompts a block longer too; None when the budget is not known."""
     if budget is None:
         return None
-    lengths = race_lengths(p, block)
-    return sum(lengths[:max_num_seqs or len(lengths)]) > budget
+    waves = [race_lengths(p, block)] + ([race_lengths(p, block, 1)] if long else [])
+    return any(sum(lengths[:max_num_seqs or len(lengths)]) > budget for lengths in waves)
 
 
-def cold_race(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+def cold_race(p: ShapeParams, block: int, rng: random.Random, drop: random.Random | None = None) -> list[Phase]:
     """Cold prompts of ``blocks`` blocks at once, then each again with its answer and a
-    question about a line before, at or after the restore point ``block``."""
+    question about a line before, at or after the restore point ``block``. With ``drop``,
+    then the same race with prompts a block longer, whose resends a speculative engine
+    still hits after its block drop (at ``block``, where prefix caching alone hits
+    ``2 * block``): they ask lines inside the first block."""
     names = Names(rng)
-    lengths = race_lengths(p, block)
+    phases = _race(p, block, rng, names, race_lengths(p, block), "", _probe_cycle(p.prompts))  # type: ignore[attr-defined]
+    if drop is not None:
+        phases += _race(p, block, drop, names, race_lengths(p, block, 1), "-long", _inside_cycle())
+    return phases
+
+
+def _race(p: ShapeParams, block: int, rng: random.Random, names: Names, lengths: list[int], tag: str,
+          wants: Iterator[Probe]) -> list[Phase]:
+    """One cold race and its resends: ``lengths`` sent at once, then each asking a line
+    against the restore point a block below its prompt's last full one."""
     if p.identical:  # type: ignore[attr-defined]
         firsts = [fitted(rng, names, lengths[0])] * len(lengths)
     else:
         firsts = [fitted(rng, names, n) for n in lengths]
-    n = len(firsts)
+    hit_at = lengths[0] // block * block
+    restore = hit_at if not tag else hit_at - block
     cold, resend = [], []
-    for i, (conv, want) in enumerate(zip(firsts, _probe_cycle(n), strict=True)):
-        session = f"{p.name}.{i}"
-        cold.append(_request(p.name, session, 0, f"{p.name}/cold", conv, Claim(count(conv.prompt()))))
-        again, probe = _ask(rng, conv.defs, conv.answered(), block, block, want, 1, {conv.asked})
-        resend.append(_request(p.name, session, 1, f"{p.name}/resend", again,
-                               Claim(count(again.prompt()), hit_at=block, probe=probe)))
-    return [(f"{p.name}/cold", tuple(cold)), (f"{p.name}/resend", tuple(resend))]
+    for i, (conv, want) in enumerate(zip(firsts, wants)):
+        session = f"{p.name}{tag.replace('-', '.')}.{i}"
+        cold.append(_request(p.name, session, 0, f"{p.name}/cold{tag}", conv, Claim(count(conv.prompt()))))
+        again, probe = _ask(rng, conv.defs, conv.answered(), restore, block, want, 1, {conv.asked})
+        resend.append(_request(p.name, session, 1, f"{p.name}/resend{tag}", again,
+                               Claim(count(again.prompt()), hit_at=hit_at, probe=probe)))
+    return [(f"{p.name}/cold{tag}", tuple(cold)), (f"{p.name}/resend{tag}", tuple(resend))]
 
 
-def decode_cross(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+def decode_cross(p: ShapeParams, block: int, rng: random.Random, drop: random.Random | None = None) -> list[Phase]:
     """Prompts ``short_by`` tokens short of two blocks whose answers' decode crosses the
-    boundary, then each with its answer and a question about the block before it."""
+    boundary, then each with its answer and a question about the block before it; with
+    ``drop``, each also with a question about the first block (a speculative engine's hit
+    restores ``block``: the decode-published state at ``2 * block`` it never restores)."""
     lo, hi = p.short_by  # type: ignore[attr-defined]
     n: int = p.prompts  # type: ignore[attr-defined]
     names = Names(rng)
     boundary = 2 * block
-    cross, resend = [], []
+    cross, resend, convs = [], [], []
     for i in range(n):
         short = lo + i % (hi - lo + 1)
         # The answer must run past the boundary before its end token: "var_XXXX =" is 7
@@ -300,12 +348,22 @@ def decode_cross(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
         again, probe = _ask(rng, conv.defs, conv.answered(), boundary, block, "before", 1, {conv.asked})
         resend.append(_request(p.name, session, 1, f"{p.name}/resend", again,
                                Claim(count(again.prompt()), hit_at=boundary, probe=probe)))
+        convs.append((session, conv, again))
+    if drop is not None:
+        wants = _inside_cycle()
+        for session, conv, again in convs:
+            twin = _twin(drop, p.name, session, 1, f"{p.name}/resend", conv.defs, conv.answered(), boundary,
+                         block, next(wants), {conv.asked, again.asked})
+            if twin is not None:
+                resend.append(twin[0])
     return [(f"{p.name}/cross", tuple(cross)), (f"{p.name}/resend", tuple(resend))]
 
 
-def spec_tail(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+def spec_tail(p: ShapeParams, block: int, rng: random.Random, drop: random.Random | None = None) -> list[Phase]:
     """Prompts of ``m * block + t`` tokens, sent cold and then again: the second hits
-    ``m * block`` and prefills its last ``t`` tokens in one chunk."""
+    ``m * block`` and prefills its last ``t`` tokens in one chunk. With ``drop``, for each
+    ``m`` of 2 or more, prompts of the same length asking a line inside block ``m - 1``:
+    what a speculative engine's hit (a block lower) restores."""
     names = Names(rng)
     cold, resend = [], []
     for m in p.blocks:  # type: ignore[attr-defined]
@@ -317,13 +375,29 @@ def spec_tail(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
             probe = where(line_spans(conv.defs)[conv.asked], restore, block)
             resend.append(_request(p.name, session, 1, f"{p.name}/resend", conv,
                                    Claim(restore + t, hit_at=restore, probe=probe)))
+    if drop is not None:
+        head = count(_HEAD)
+        for m in (m for m in p.blocks if m >= 2):  # type: ignore[attr-defined]
+            for t in p.tails:  # type: ignore[attr-defined]
+                restore = m * block
+                # Near the end of the block the dropped hit restores: its words are carried
+                # by that state alone.
+                at = (restore - block - block // 4 - head) / max(1, restore + t - head)
+                conv = fitted(drop, names, restore + t, asked_at=min(0.95, max(0.0, at)))
+                session = f"{p.name}.{m}b{t}.drop"
+                cold.append(_request(p.name, session, 0, f"{p.name}/cold", conv, Claim(restore + t)))
+                probe = where(line_spans(conv.defs)[conv.asked], restore - block, block)
+                resend.append(_request(p.name, session, 1, f"{p.name}/resend", conv,
+                                       Claim(restore + t, hit_at=restore, probe=probe)))
     return [(f"{p.name}/cold", tuple(cold)), (f"{p.name}/resend", tuple(resend))]
 
 
-def agent(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+def agent(p: ShapeParams, block: int, rng: random.Random, drop: random.Random | None = None) -> list[Phase]:
     """Sessions over one shared prefix, each turn resending its history, then agent switches
     (new sessions on the warm prefix). A request whose prompt an earlier phase left in the
-    cache asks a line before, at or after the restore point its hit should reach."""
+    cache asks a line before, at or after the restore point its hit should reach; with
+    ``drop``, a twin of it asks a line inside the block a speculative engine's hit, a
+    block lower, restores."""
     names = Names(rng)
     shared = definitions(rng, names, max(LINE_TOKENS + MIN_WORDS, p.prefix_tokens - count(_HEAD)))  # type: ignore[attr-defined]
     sessions: int = p.sessions  # type: ignore[attr-defined]
@@ -333,10 +407,11 @@ def agent(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
     convs: dict[int, Conversation] = {}
     cached: list[list[str]] = []  # what earlier phases left in the cache: prompts and answers
     wants = _probe_cycle(1_000_000)
+    inside = _inside_cycle()
     phases: list[Phase] = []
 
     def phase(name: str, turn: int, members: Sequence[int]) -> None:
-        reqs = []
+        reqs, twins = [], []
         for s in members:
             prev = convs.get(s)
             history = prev.answered() if prev else ()
@@ -346,9 +421,13 @@ def agent(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
             convs[s] = conv
             claim = Claim(count(conv.prompt()), hit_at=restore, probe=probe) if restore else Claim(count(conv.prompt()))
             reqs.append(_request(p.name, f"{p.name}.{s}", turn, name, conv, claim))
-        phases.append((name, tuple(reqs)))
+            if drop is not None and restore and (twin := _twin(drop, p.name, f"{p.name}.{s}", turn, name, defs[s], history,
+                                                               restore, block, next(inside), asked | {conv.asked})):
+                twins.append(twin)
+        phases.append((name, tuple(reqs + [r for r, _ in twins])))
         # The engine cached each prompt and what its decode wrote: the answer, then its end token.
-        cached.extend(canary_tokens(convs[s].prompt() + convs[s].answer() + "<|im_end|>") for s in members)
+        done = [convs[s] for s in members] + [c for _, c in twins]
+        cached.extend(canary_tokens(c.prompt() + c.answer() + "<|im_end|>") for c in done)
 
     for t in range(p.turns):  # type: ignore[attr-defined]
         phase(f"{p.name}/turn-{t}", t, range(sessions))
@@ -357,9 +436,11 @@ def agent(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
     return phases
 
 
-def unique_tail(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
+def unique_tail(p: ShapeParams, block: int, rng: random.Random, drop: random.Random | None = None) -> list[Phase]:
     """A shared prefix ending mid-block, each request then a tail of its own longer than a
-    block, in two waves: the second can only hit the shared prefix's last full block."""
+    block, in two waves: the second can only hit the shared prefix's last full block. With
+    ``drop``, the second wave has as many more requests asking lines inside the block
+    before it (a speculative engine's hit, a block lower)."""
     names = Names(rng)
     shared = definitions(rng, names, max(LINE_TOKENS + MIN_WORDS, round(p.shared_blocks * block) - count(_HEAD)))  # type: ignore[attr-defined]
     restore = line_spans(shared)[-1][1] // block * block
@@ -379,6 +460,16 @@ def unique_tail(p: ShapeParams, block: int, rng: random.Random) -> list[Phase]:
                     count(conv.prompt()))
             reqs.append(_request(p.name, f"{p.name}.{wave}.{i}", 0, f"{p.name}/wave-{wave}", conv, claim))
         phases.append((f"{p.name}/wave-{wave}", tuple(reqs)))
+    if drop is not None:
+        inside = _inside_cycle()
+        twins = []
+        for i in range(p.requests):  # type: ignore[attr-defined]
+            defs = (*shared, *definitions(drop, names, round(p.tail_blocks * block)))  # type: ignore[attr-defined]
+            if twin := _twin(drop, p.name, f"{p.name}.1.{i}", 0, f"{p.name}/wave-1", defs, (), restore, block,
+                             next(inside), set()):
+                twins.append(twin[0])
+        name, reqs = phases[-1]
+        phases[-1] = (name, reqs + tuple(twins))
     return phases
 
 
@@ -391,16 +482,34 @@ def _common(a: Sequence[str], b: Sequence[str]) -> int:
     return n
 
 
-BUILDERS: dict[str, Callable[[ShapeParams, int, random.Random], list[Phase]]] = {
+def _as_repeat(phases: list[Phase], r: int) -> list[Phase]:
+    """A shape's phases as its repeat ``r`` (from 1): their names, sessions and keys tagged."""
+    tag = f"#{r + 1}"
+    return [(name + tag, tuple(replace(q, key=f"{q.session}{tag}/{q.turn}", session=q.session + tag,
+                                       phase=q.phase + tag, repeat=r) for q in reqs)) for name, reqs in phases]
+
+
+BUILDERS: dict[str, Builder] = {
     "cold_race": cold_race, "decode_cross": decode_cross, "spec_tail": spec_tail, "agent": agent,
     "unique_tail": unique_tail,
 }
 
 
-def build_shapes(shapes: Sequence[ShapeParams], block: int, seed: int) -> list[Phase]:
-    """Every shape's phases, in order, laid out on ``block``; each shape draws from its own
-    random stream, so adding a shape leaves the others' requests as they were."""
+def build_shapes(shapes: Sequence[ShapeParams], block: int, seed: int, version: int = LAYOUT_VERSION) -> list[Phase]:
+    """Every shape's phases, in order, laid out on ``block`` by the builders' ``version``
+    (:data:`LAYOUT_VERSION`); each shape draws from its own random stream, so adding a
+    shape leaves the others' requests as they were. From version 2 a shape's block-drop
+    requests draw from a stream of their own (the others are the first version's), and
+    each repeat from its own."""
     phases: list[Phase] = []
     for n, shape in enumerate(shapes):
-        phases += BUILDERS[shape.kind](shape, block, random.Random(f"{seed}/{n}/{shape.kind}"))
+        stream = f"{seed}/{n}/{shape.kind}"
+        if version < 2:
+            phases += BUILDERS[shape.kind](shape, block, random.Random(stream), None)
+            continue
+        for r in range(getattr(shape, "repeat", 1)):
+            key = stream if r == 0 else f"{stream}/repeat-{r}"
+            drop = random.Random(f"{key}/block-drop") if getattr(shape, "block_drop", True) else None
+            built = BUILDERS[shape.kind](shape, block, random.Random(key), drop)
+            phases += built if r == 0 else _as_repeat(built, r)
     return phases

@@ -163,13 +163,14 @@ def layout_block(spec: WorkloadParams, engine_block: int | None) -> tuple[int | 
     return GUESSED_BLOCK, "guessed"
 
 
-def build_workload(spec: WorkloadParams, block: int | None = None) -> Workload:
+def build_workload(spec: WorkloadParams, block: int | None = None, layout_version: int = LAYOUT_VERSION) -> Workload:
     """The requests of a workload; a shaped one laid out on ``block`` (the engine's, see
-    :func:`layout_block`), which it needs."""
+    :func:`layout_block`), which it needs, by the builders' ``layout_version`` (a recorded
+    run's, to rebuild what it replayed)."""
     if spec.shapes is not None:
         if block is None:
             raise ValueError(f"workload {spec.name!r}: shapes are laid out on a block size; none given")
-        phases = build_shapes(spec.shapes, block, spec.seed)
+        phases = build_shapes(spec.shapes, block, spec.seed, layout_version)
         return Workload(name=spec.name, phases=tuple(phases), max_tokens=spec.max_tokens,
                         top_logprobs=spec.top_logprobs, api=spec.api, block_tokens=block)
     if spec.kind == "trace":
@@ -241,12 +242,14 @@ def _request_content(r: ReplayRequest) -> dict[str, object]:
     content = asdict(r)
     # Only when present: requests without an expectation keep the digests (and cell ids)
     # they had before expectations existed; likewise shapes and claims.
-    for name in ("expect", "shape", "claim"):
+    for name in ("expect", "shape", "claim", "repeat"):
         content.pop(name)
     if r.expect is not None:
         content["expect"] = r.expect.to_json()
     if r.shape:
         content["shape"], content["claim"] = r.shape, asdict(r.claim) if r.claim else None
+    if r.repeat:
+        content["repeat"] = r.repeat
     return content
 
 

@@ -50,12 +50,15 @@ def shaped(cell: Cell, layout: Layout | None) -> Shaped | None:
     if spec.shapes is None or layout is None or layout.block_tokens is None:
         return None
     kinds = {s.name: s.kind for s in spec.shapes}
-    placed = {r.key: Placed(r.shape, kinds[r.shape], r.phase, r.claim, json.dumps(r.messages))
-              for r in build_workload(spec, layout.block_tokens).requests}
+    # Rebuilt by the builders the run was laid out by (its recorded version), not today's.
+    version = layout.layout_version
+    placed = {r.key: Placed(r.shape, kinds[r.shape], r.phase, r.claim, json.dumps(r.messages), r.repeat)
+              for r in build_workload(spec, layout.block_tokens, version).requests}
     speculative = cell.knobs.get("speculative")
     budget, seqs = cell.knobs.get("max_num_batched_tokens"), cell.knobs.get("max_num_seqs")
     return Shaped(placed, layout.block_tokens, speculative["num_speculative_tokens"] if speculative else None,
-                  {s.name: fragments(s, layout.block_tokens, budget, seqs) for s in spec.shapes if s.kind == "cold_race"})
+                  {s.name: fragments(s, layout.block_tokens, budget, seqs, long=version >= 2 and s.block_drop)
+                   for s in spec.shapes if s.kind == "cold_race"})
 
 
 def layout_mismatch(cell: Transcript, control: Transcript) -> str | None:
@@ -86,11 +89,13 @@ def tie_margin_for(grading: Grading, model_name: str) -> float:
 
 
 def grade_cell(
-    store: Store, cell: Cell, outcome: RunOutcome, grading: Grading, sweep_id: int | None = None
+    store: Store, cell: Cell, outcome: RunOutcome, grading: Grading, sweep_id: int | None = None,
+    engine_block: int | None = None,
 ) -> Grade:
     """Turn a recorded outcome into a verdict, against the control's latest run.
 
     With ``grading.calibrate`` the noise floor the sweep measured for the control is used.
+    ``engine_block``: the engine's block when its log is not at hand (a regrade elsewhere).
     """
     if outcome.status != "ok":
         return Grade(outcome.status, outcome.signature or outcome.message or outcome.status, _failure_evidence(outcome))
@@ -116,14 +121,17 @@ def grade_cell(
         outcome.transcript, control_transcript, grading.tie_margin, grading.max_tie_flip_fraction,
         floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
         logit_scale=model_logit_scale(grading, cell.model.name), end_tokens=end_tokens_for(cell),
-        block_tokens=_block_tokens(outcome.log_path), shaped=shaped(cell, layout),
+        block_tokens=(block := _block_tokens(outcome.log_path) or _layout_block(layout) or engine_block),
+        shaped=shaped(cell, layout),
     )
+    # Kept with the grade: a regrade on a machine without the engine's log reads it here.
+    evidence["engine_block"] = block
     if layout is not None:
         evidence["layout"] = layout.to_json()
         if layout.source == "guessed" and evidence.get("coverage"):
             evidence["coverage"]["gaps"].append(
                 f"the engine did not say its block size: the shapes were laid out on a guess of {layout.block_tokens}")
-            if verdict == "clean":
+            if verdict in ("clean", "partial"):
                 verdict, summary = "unexercised", f"not exercised: {evidence['coverage']['gaps'][-1]}"
     if verdict == "unexercised" and (finding := _hits_lost_to_spec(store, cell, outcome.transcript)):
         evidence["finding"] = finding
@@ -163,6 +171,26 @@ def _hits_by_place(cell: Cell, mine: Transcript, theirs: Transcript) -> dict[str
         return {k: (v[0], v[1]) for k, v in out.items()}
     total = [sum(p.get(PREFIX_HITS, 0.0) for p in t.metrics.values()) for t in (mine, theirs)]
     return {"the run": (total[0], total[1])}
+
+
+def _layout_block(layout: Layout | None) -> int | None:
+    return layout.attention_block if layout is not None else None
+
+
+def _graded_block(store: Store, cell: Cell, run_id: int) -> int | None:
+    """The engine's block as an earlier grade of the run knew it (from the engine's log, on
+    the machine that ran it): kept with the grade, or, for grades made before it was kept,
+    the probe's block when that grade checked it against the log and found no gap."""
+    probe = WorkloadSpec(**cell.workload).probe_block_tokens
+    for row in store.grades_of(run_id):
+        evidence = row.evidence or {}
+        if evidence.get("engine_block"):
+            return int(evidence["engine_block"])
+        cov = evidence.get("coverage") or {}
+        said = [*cov.get("gaps", []), *cov.get("unmeasured", [])]
+        if probe and cov and "engine_block" not in evidence and not any("block" in line for line in said):
+            return probe
+    return None
 
 
 def _block_tokens(log_path: str | None) -> int | None:
@@ -235,6 +263,6 @@ def regrade_run(store: Store, cell: Cell, run: Run, grading: Grading, sweep_id: 
     regrade` both come through here."""
     outcome = RunOutcome(cell.id, run.status, run.started_at, run.finished_at, transcript=store.transcript_for(run.id),
                          log_path=run.log_path)
-    grade = grade_cell(store, cell, outcome, grading, sweep_id)
+    grade = grade_cell(store, cell, outcome, grading, sweep_id, engine_block=_graded_block(store, cell, run.id))
     store.record_grade(run.id, grade)
     return grade

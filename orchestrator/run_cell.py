@@ -31,6 +31,7 @@ from typing import Any
 from images.gpu_gate import gate_env, hook_id
 from images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
 from jobs.replay import model_end_tokens, replay
+from jobs.shapes import LAYOUT_VERSION
 from jobs.workload import build_workload, layout_block, requests_digest
 from orchestrator import lmcache
 from orchestrator.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
@@ -409,7 +410,8 @@ def run_cell(
         spec = WorkloadSpec(**cell.workload)
         layout = engine_layout(spec, engine.log_path, cell.knobs.get("block_size"))
         workload = build_workload(spec, layout.block_tokens)
-        layout = replace(layout, requests_digest=requests_digest(workload) if spec.shapes else None)
+        layout = replace(layout, requests_digest=requests_digest(workload) if spec.shapes else None,
+                         layout_version=LAYOUT_VERSION)
         if control is not None and control.block_tokens != layout.block_tokens:
             control = None  # its prompts are other prompts: nothing to abort on
         # Restarts are engine starts, each allowed the startup timeout on top of the replay's.

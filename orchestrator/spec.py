@@ -253,6 +253,14 @@ class ModelSpec(_Strict):
 
 class _Shape(_Strict):
     name: str = ""  # unique within a workload; unset: the kind
+    # The shape laid out again this many times, on fresh prompts: a race that turns one
+    # request in 64 wrong shows in some runs only; the evidence counts per repeat.
+    repeat: int = Field(default=1, ge=1, le=64)
+    # Also lay out requests for the restore point a speculative engine reaches, a block
+    # lower than prefix caching alone (EAGLE/MTP/DFlash drop the last matching block), so
+    # that its hits are asked what the restored state carries (jobs/shapes.py). Off: the
+    # requests of a matrix without speculative cells, and fewer of them.
+    block_drop: bool = True
 
     @model_validator(mode="before")
     @classmethod

@@ -104,7 +104,9 @@ def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: P
     # the noise floor this checks (test_the_logit_scale_reaches_grade_cell_and_the_early_abort).
     grading = plan.spec.grading.model_copy(update={"tie_steps": 0})
     grade = grade_cell(store, cell, outcome, grading, sweep)
-    assert grade.verdict == "clean" and grade.evidence["tie_margin"] == 0.03125, grade.summary
+    # partial, not clean: the recorded transcript kept no /metrics, so its hits are not measured.
+    assert grade.verdict == "partial" and grade.evidence["tie_margin"] == 0.03125, grade.summary
+    assert grade.summary.endswith("not measured: prefix caching: /metrics not scraped")
     assert "calibrated from 0.01" in grade.summary and grade.control_run_id == repeat
     uncalibrated = grading.model_copy(update={"calibrate": False})
     assert grade_cell(store, cell, outcome, uncalibrated, sweep).verdict == "corrupt"

@@ -265,9 +265,12 @@ def test_prefix_caching_without_a_hit_is_unexercised() -> None:
     hit = with_metrics(tx([1, 2], [3, 4]), **{"turn-0": queried}, **{"turn-1": {"vllm:prefix_cache_hits_total": 64.0}})
     verdict, _, evidence = grade_transcripts(hit, control, exercised=pc)
     assert verdict == "clean" and evidence["coverage"]["counters"]["vllm:prefix_cache_hits_total"] == 64
-    # Not measured (no /metrics scraped) is not a gap; one request has no prefix to share.
-    verdict, _, evidence = grade_transcripts(tx([1, 2], [3, 4]), control, exercised=pc)
-    assert verdict == "clean" and evidence["coverage"]["unmeasured"] == ["prefix caching: /metrics not scraped"]
+    # Not measured (no /metrics scraped) is not a gap, but not a bare clean either: partial,
+    # naming what was not measured; one request has no prefix to share.
+    verdict, summary, evidence = grade_transcripts(tx([1, 2], [3, 4]), control, exercised=pc)
+    assert verdict == "partial" and evidence["coverage"]["unmeasured"] == ["prefix caching: /metrics not scraped"]
+    assert summary.endswith("; not measured: prefix caching: /metrics not scraped")
+    assert evidence["first"] == {"reason": "partial", "unmeasured": "prefix caching: /metrics not scraped"}
     single = with_metrics(tx([1, 2]), **{"turn-0": queried})
     assert grade_transcripts(single, tx([1, 2]), exercised=pc)[0] == "clean"
     # Not checked at all without a description of the cell.
@@ -299,7 +302,7 @@ def test_lmcache_that_served_nothing_is_unexercised() -> None:
     assert grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": served}), control, exercised=lmc)[0] == "clean"
     # An engine without the connector counters cannot say: unmeasured, not a gap.
     verdict, _, evidence = grade_transcripts(with_metrics(tx([1, 2], [3, 4]), **{"turn-0": {}}), control, exercised=lmc)
-    assert verdict == "clean" and evidence["coverage"]["unmeasured"][0].startswith("LMCache: no KV connector counters")
+    assert verdict == "partial" and evidence["coverage"]["unmeasured"][0].startswith("LMCache: no KV connector counters")
 
 
 def test_a_restart_point_not_executed_is_unexercised() -> None:
@@ -453,7 +456,7 @@ def test_a_probe_laid_out_for_other_blocks_than_the_engines_is_unexercised() -> 
     assert verdict == "clean" and not evidence["coverage"]["gaps"]
     # An engine that did not log its block: not known, so not a gap.
     verdict, _, evidence = grade_transcripts(cell, tx([1, 2], [3, 4]), exercised=claim)
-    assert verdict == "clean" and "the engine's block size is not in its log" in evidence["coverage"]["unmeasured"][0]
+    assert verdict == "partial" and "the engine's block size is not in its log" in evidence["coverage"]["unmeasured"][0]
 
 
 def test_margin_drift_is_evidence_and_not_a_verdict() -> None:

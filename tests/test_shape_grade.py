@@ -1,7 +1,9 @@
 """Grading and coverage per shape (jobs/shape_grade.py), on transcripts built here from a
 shaped workload's requests: the control answers every request as its expectation says,
-and the cell's answers, prefix hits and counters are set by each test. No engine runs; the
-real-engine side is tests/test_shapes_e2e.py."""
+and the cell's answers, prefix hits and counters are set by each test (recorded-transcript
+stand-ins, built here). No engine runs; the real-engine side is tests/test_sweep_e2e.py.
+Most tests hold the first layout (version 1, as recorded runs were laid out); the ones
+about the block drop and repeats use today's."""
 
 from __future__ import annotations
 
@@ -13,42 +15,53 @@ from jobs.shapes import fragments
 from jobs.workload import build_workload
 from orchestrator.spec import WorkloadSpec
 from vmatrix.records import RequestRecord, Transcript
+from vmatrix.workload import Workload
 
 BLOCK = 384
 SPEC = WorkloadSpec(shapes=[{"kind": "cold_race"}, {"kind": "cold_race", "name": "same", "identical": True},
                             {"kind": "decode_cross", "prompts": 4}, {"kind": "spec_tail"}])
-WORKLOAD = build_workload(SPEC, BLOCK)
+WORKLOAD = build_workload(SPEC, BLOCK, 1)
 END = 2  # the canary's <|im_end|>
 SPEC_DRAFTS = "vllm:spec_decode_num_draft_tokens_total"
 
 
-def _placed() -> dict[str, Placed]:
-    kinds = {s.name: s.kind for s in SPEC.shapes}
-    return {r.key: Placed(r.shape, kinds[r.shape], r.phase, r.claim, json.dumps(r.messages)) for r in WORKLOAD.requests}
+def _placed(workload: Workload = WORKLOAD, spec: WorkloadSpec = SPEC) -> dict[str, Placed]:
+    kinds = {s.name: s.kind for s in spec.shapes}
+    return {r.key: Placed(r.shape, kinds[r.shape], r.phase, r.claim, json.dumps(r.messages), r.repeat)
+            for r in workload.requests}
 
 
-def _run(wrong: dict[str, str] | None = None, hits: bool = True, drafted: float = 0.0) -> Transcript:
+def _run(wrong: dict[str, str] | None = None, hits: bool = True, drafted: float = 0.0,
+         workload: Workload = WORKLOAD, drop: bool = False) -> Transcript:
     """A run of the workload: each request answers its expectation (or ``wrong[key]``), with
-    the prefix hit its claim asks for (or none), 24 generated tokens."""
+    the prefix hit its claim asks for (or none; with ``drop`` a block lower, none where that
+    is no block: a speculative engine's block drop), 24 generated tokens."""
     wrong = wrong or {}
     requests = []
-    for r in WORKLOAD.requests:
+    for r in workload.requests:
         text = wrong.get(r.key, r.expect.value)
         ids = [100, END] + [7] * 22
         claim = r.claim
         requests.append(RequestRecord(
             r.key, r.session, r.turn, r.phase, prompt_tokens=claim.prompt_tokens, token_ids=ids,
             logprobs=[-0.01] * len(ids), margins=[5.0] * len(ids), text=text + "<junk>", answer_chars=len(text),
-            expect=r.expect, cached_tokens=(claim.hit_at or 0) if hits else 0))
-    phases = {r.phase for r in WORKLOAD.requests}
+            expect=r.expect, cached_tokens=_hit(claim.hit_at, drop) if hits else 0))
+    phases = {r.phase for r in workload.requests}
     counters = {SPEC_DRAFTS: drafted, "vllm:spec_decode_num_accepted_tokens_total": drafted / 2,
                 "vllm:prefix_cache_hits_total": 100.0}
     return Transcript(requests, {p: dict(counters) for p in phases})
 
 
-def _grade(cell: Transcript, control: Transcript, speculative: bool = False, budget: int | None = 2048):
-    race = [s for s in SPEC.shapes if s.kind == "cold_race"]
-    shaped = Shaped(_placed(), BLOCK, 2 if speculative else None,
+def _hit(hit_at: int | None, drop: bool) -> int:
+    if not hit_at:
+        return 0
+    return max(0, hit_at - BLOCK) if drop else hit_at
+
+
+def _grade(cell: Transcript, control: Transcript, speculative: bool = False, budget: int | None = 2048,
+           workload: Workload = WORKLOAD, spec: WorkloadSpec = SPEC):
+    race = [s for s in spec.shapes if s.kind == "cold_race"]
+    shaped = Shaped(_placed(workload, spec), BLOCK, 2 if speculative else None,
                     {s.name: fragments(s, BLOCK, budget, None) for s in race})
     return grade_transcripts(cell, control, exercised=Exercised(prefix_caching=True, speculative=speculative),
                              shaped=shaped, end_tokens=frozenset({END}))
@@ -114,8 +127,8 @@ def test_a_budget_that_cannot_fragment_the_race_is_a_gap_and_an_unknown_one_unme
     verdict, _, evidence = _grade(_run(), _run(), budget=1 << 20)
     assert verdict == "unexercised"
     assert "cold_race: the token budget fits every concurrent prompt" in " ".join(evidence["coverage"]["gaps"])
-    verdict, _, evidence = _grade(_run(), _run(), budget=None)
-    assert verdict == "clean"
+    verdict, summary, evidence = _grade(_run(), _run(), budget=None)
+    assert verdict == "partial" and "not measured: " in summary
     assert any("token budget is its default" in u for u in evidence["coverage"]["unmeasured"])
 
 
@@ -172,8 +185,61 @@ def test_hits_a_block_lower_under_mtp_count_as_reached_and_say_what_was_not_aske
     for r in cell.requests:
         if r.phase == "decode_cross/resend":
             r.cached_tokens = 2 * BLOCK - BLOCK
-    _, _, evidence = _grade(cell, _run(), speculative=True)
+    verdict, summary, evidence = _grade(cell, _run(), speculative=True)
+    assert verdict == "partial" and "decode_cross: no asked line lies inside" in summary, "not a bare clean"
     hits = evidence["shapes"]["decode_cross"]["coverage"]["hits"]
     assert hits["reached"] == hits["block_drop"] == 4
     assert any(u.startswith("decode_cross: no asked line lies inside the block its hit restored")
                for u in evidence["coverage"]["unmeasured"])
+
+
+# Today's layout: requests for the block drop, and repeats.
+SPEC2 = WorkloadSpec(shapes=[{"kind": "cold_race"}, {"kind": "decode_cross", "prompts": 4},
+                             {"kind": "agent", "prefix_tokens": 1500, "sessions": 3, "turns": 3, "agent_switches": 1}])
+WORKLOAD2 = build_workload(SPEC2, BLOCK)
+
+
+def test_under_the_block_drop_a_healthy_speculative_cell_is_clean_having_asked_the_restored_blocks() -> None:
+    """Every hit a block lower than laid out (a speculative engine): the requests laid out
+    for that restore point ask lines inside it, so nothing is left unmeasured."""
+    verdict, summary, evidence = _grade(_run(drafted=40.0, workload=WORKLOAD2, drop=True),
+                                        _run(workload=WORKLOAD2), speculative=True, workload=WORKLOAD2, spec=SPEC2)
+    assert verdict == "clean", summary
+    assert not evidence["coverage"]["unmeasured"]
+    for shape in ("cold_race", "decode_cross", "agent"):
+        by_probe = evidence["shapes"][shape]["by_probe"]
+        assert by_probe.get("before", {}).get("requests", 0) > 0, (shape, by_probe)
+    assert evidence["shapes"]["cold_race"]["coverage"]["hits"]["block_drop"] == 16, "the race a block longer"
+
+
+def test_under_the_block_drop_lines_lost_inside_the_restored_block_are_corrupt() -> None:
+    """A speculative engine whose restored state is wrong: the lines inside the block its
+    hit restored come back wrong; the grader sees it through the requests laid out for it."""
+    cell = _run(drafted=40.0, workload=WORKLOAD2, drop=True)
+    lost = {}
+    for r, rec in zip(WORKLOAD2.requests, cell.requests, strict=True):
+        if r.session.endswith(".drop") and r.claim.probe == "before":
+            lost[r.key] = r.expect.value.split(" = ")[0] + " = build build file file"
+    assert len(lost) >= 4
+    verdict, summary, evidence = _grade(_run(lost, drafted=40.0, workload=WORKLOAD2, drop=True),
+                                        _run(workload=WORKLOAD2), speculative=True, workload=WORKLOAD2, spec=SPEC2)
+    assert verdict == "corrupt", summary
+    flipped = {k for s in evidence["shapes"].values() for k in s["flips"]}
+    assert flipped == set(lost)
+
+
+def test_repeats_are_counted_one_by_one() -> None:
+    spec = WorkloadSpec(shapes=[{"kind": "cold_race", "repeat": 3, "block_drop": False}])
+    workload = build_workload(spec, BLOCK)
+    resends = [r for r in workload.requests if r.turn == 1]
+    # Wrong in repeats 1 and 3: one answer, then two.
+    wrong = {r.key: "var_0000 = nothing" for r in [resends[0]] + [r for r in resends if r.repeat == 2][:2]}
+    ok = _run(workload=workload)
+    verdict, summary, evidence = _grade(_run(wrong, workload=workload), ok, workload=workload, spec=spec)
+    assert verdict == "corrupt"
+    assert evidence["repeats"]["cold_race"] == [{"repeat": 1, "requests": 32, "wrong": 1},
+                                                {"repeat": 2, "requests": 32, "wrong": 0},
+                                                {"repeat": 3, "requests": 32, "wrong": 2}]
+    assert summary.endswith("; repeats: cold_race wrong in 2 of 3 repeats (1-2 answer(s) each)"), summary
+    verdict, summary, evidence = _grade(ok, ok, workload=workload, spec=spec)
+    assert verdict == "clean" and summary.endswith("; repeats: cold_race right in all 3 repeats")

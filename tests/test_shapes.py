@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from images.canary import corpus
-from jobs.shapes import canary_tokens, count, fragments, line_spans, where
+from jobs.shapes import LAYOUT_VERSION, canary_tokens, count, fragments, line_spans, where
 from jobs.workload import build_workload, workload_digest
 from orchestrator.spec import SpecError, WorkloadSpec, parse_spec
 from vmatrix.workload import Claim, ReplayRequest
@@ -27,16 +27,27 @@ EVERY_SHAPE = [{"kind": "cold_race"}, {"kind": "cold_race", "name": "same", "ide
 BLOCKS = (144, 384)
 
 
-def _workload(block: int):
-    return build_workload(WorkloadSpec(shapes=EVERY_SHAPE), block)
+def _workload(block: int, version: int = LAYOUT_VERSION):
+    return build_workload(WorkloadSpec(shapes=EVERY_SHAPE), block, version)
+
+
+def _for_drop(r: ReplayRequest) -> bool:
+    """A request laid out for a speculative engine's restore point, a block lower."""
+    return r.session.endswith(".drop") or ".long." in r.session
+
+
+def _restore(r: ReplayRequest, c: Claim, block: int) -> int:
+    """The restore point a request asks its line against."""
+    assert c.hit_at is not None
+    return c.hit_at - block if _for_drop(r) else c.hit_at
 
 
 def _prompt(r: ReplayRequest) -> str:
     return corpus.chat(list(r.messages), generation_prompt=True)
 
 
-def _claims(block: int) -> list[tuple[ReplayRequest, Claim]]:
-    return [(r, r.claim) for r in _workload(block).requests if r.claim is not None]
+def _claims(block: int, version: int = LAYOUT_VERSION) -> list[tuple[ReplayRequest, Claim]]:
+    return [(r, r.claim) for r in _workload(block, version).requests if r.claim is not None]
 
 
 @pytest.mark.parametrize("block", BLOCKS)
@@ -53,10 +64,12 @@ def test_every_request_claims_its_own_length_and_restore_points_on_the_block(blo
 
 
 @pytest.mark.parametrize("block", BLOCKS)
-def test_each_shape_lays_its_prompts_where_its_bug_lives(block: int) -> None:
+@pytest.mark.parametrize("version", [1, LAYOUT_VERSION])
+def test_each_shape_lays_its_prompts_where_its_bug_lives(block: int, version: int) -> None:
     by_shape: dict[str, list[tuple[ReplayRequest, Claim]]] = {}
-    for r, c in _claims(block):
-        by_shape.setdefault(r.shape, []).append((r, c))
+    for r, c in _claims(block, version):
+        if not _for_drop(r):
+            by_shape.setdefault(r.shape, []).append((r, c))
     # (a) cold prompts between 1 and 2 blocks, then resends that hit the first block.
     cold = [c for r, c in by_shape["cold_race"] if r.turn == 0]
     assert len(cold) == 16 and all(1.0 * block < c.prompt_tokens < 2 * block for c in cold)
@@ -89,7 +102,63 @@ def test_probes_ask_lines_before_at_and_after_the_restore_point(block: int) -> N
         if c.hit_at and c.probe:
             defs = r.messages[0][1].split("\n")[2:]
             asked = defs.index(r.expect.value)
-            assert where(line_spans(defs)[asked], c.hit_at, block) == c.probe, r.key
+            assert where(line_spans(defs)[asked], _restore(r, c, block), block) == c.probe, r.key
+
+
+def test_the_second_layout_keeps_every_request_of_the_first() -> None:
+    """Version 2 adds requests for the block drop; the first version's stay as they were (a
+    regrade of a run recorded by it rebuilds them with version=1)."""
+    first = _workload(384, 1).requests
+    assert [r for r in _workload(384).requests if not _for_drop(r)] == first
+    assert not any(_for_drop(r) for r in first)
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_under_the_block_drop_every_shape_asks_lines_the_restored_state_carries(block: int) -> None:
+    """A speculative engine restores a block lower than prefix caching alone: each shape has
+    requests whose asked line lies inside, or is split by, that lower restore point."""
+    inside: dict[str, set[str]] = {}
+    for r, c in _claims(block):
+        if c.hit_at and c.hit_at - block >= block:
+            defs = r.messages[0][1].split("\n")[2:]
+            place = where(line_spans(defs)[defs.index(r.expect.value)], c.hit_at - block, block)
+            if place in ("before", "at"):
+                inside.setdefault(r.shape, set()).add(place)
+    assert set(inside) == {"cold_race", "same", "decode_cross", "spec_tail", "agent", "unique_tail"}
+    assert all(places == {"before", "at"} for shape, places in inside.items() if shape != "spec_tail"), inside
+    # The cold race a block longer: prompts of 2-3 blocks whose resends hit two blocks.
+    long = [c for r, c in _claims(block) if r.shape == "cold_race" and ".long." in r.session]
+    assert len([c for c in long if c.hit_at is None]) == 16
+    assert all(2 * block < c.prompt_tokens < 3 * block for c in long if c.hit_at is None)
+    assert all(c.hit_at == 2 * block for c in long if c.hit_at is not None)
+
+
+def test_no_block_drop_lays_out_only_the_first_versions_requests() -> None:
+    spec = WorkloadSpec(shapes=[{**s, "block_drop": False} for s in EVERY_SHAPE])
+    kept = build_workload(spec, 384).requests
+    assert [(r.key, r.messages) for r in kept] == [(r.key, r.messages) for r in _workload(384, 1).requests]
+
+
+def test_a_repeat_is_the_same_layout_on_fresh_prompts() -> None:
+    spec = WorkloadSpec(shapes=[{"kind": "cold_race", "repeat": 3, "block_drop": False}])
+    wl = build_workload(spec, 384)
+    by_repeat: dict[int, list[ReplayRequest]] = {}
+    for r in wl.requests:
+        by_repeat.setdefault(r.repeat, []).append(r)
+    assert sorted(by_repeat) == [0, 1, 2]
+    assert len({r.key for r in wl.requests}) == len(wl.requests) == 3 * 32
+    first, second = by_repeat[0], by_repeat[1]
+    def cold(reqs: list[ReplayRequest]) -> list[int]:
+        return [r.claim.prompt_tokens for r in reqs if r.turn == 0]
+
+    # (a resend's length follows the answer it carries, whose words the draw decides)
+    assert cold(first) == cold(second), "the same layout"
+    assert [r.claim.hit_at for r in first] == [r.claim.hit_at for r in second]
+    assert not {r.messages for r in first} & {r.messages for r in second}, "on fresh prompts"
+    assert [name for name, _ in wl.phases] == ["cold_race/cold", "cold_race/resend", "cold_race/cold#2",
+                                               "cold_race/resend#2", "cold_race/cold#3", "cold_race/resend#3"]
+    assert by_repeat[0] == [r for r in build_workload(WorkloadSpec(shapes=[{"kind": "cold_race", "block_drop": False}]),
+                                                      384).requests], "the first repeat is the shape without repeats"
 
 
 def test_fragments_counts_the_prompts_the_budget_takes_at_once() -> None:

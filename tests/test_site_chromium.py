@@ -19,7 +19,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from test_report_chromium import CHROMIUM, PNG_MAGIC, chromium
+from test_report_chromium import CHROMIUM, FLAGS, PNG_MAGIC, chromium
+from test_site_several import check_links
 
 from db.store import Store
 
@@ -145,7 +146,7 @@ def test_screenshot(site, name: str, page: str, size: str) -> None:
     tmp, out, _ = site
     if "{mtp}" in page:  # the MTP-alone cell: the one that changed
         index = (out / "index.html").read_text()
-        key = re.search(r'<a href="cells/([0-9a-f]{12})\.html">[^<]*</a> \(control\)', index)
+        key = re.search(r'<a href="cells/([0-9a-f]{12})\.html">(?:[^<]|<wbr>|<br>)*</a> \(control\)', index)
         assert key is not None
         page = page.format(mtp=key.group(1))
     shot = tmp / name
@@ -155,4 +156,141 @@ def test_screenshot(site, name: str, page: str, size: str) -> None:
     if os.environ.get("VMATRIX_WRITE_SCREENS"):
         SCREENS.mkdir(exist_ok=True)
         shutil.copy(shot, SCREENS / name)
+    assert (SCREENS / name).is_file(), f"docs/screens/{name} is missing: VMATRIX_WRITE_SCREENS=1 writes it"
+
+
+# --- every DB under docs/runs as one site --------------------------------------------
+
+RUNS = ROOT / "docs" / "runs"
+H200_FIELD_BUGS = ("gpu-h200-field-bugs-0.25.1-2026-12-02.db", "gpu-h200-field-bugs-0.26.0-2026-12-03.db")
+
+
+def _clip_screenshot(tmp: Path, page: Path, element_id: str, width: int) -> bytes:
+    """A PNG of the element ``element_id`` of ``page`` and what follows it up to the next
+    heading, however far down the page it is: Chromium's DevTools protocol, clipped to that
+    region. (``--screenshot`` takes the top of the page; a #fragment gave a blank image.)"""
+    import asyncio
+    import subprocess
+    import time
+
+    profile = tmp / "chromium-devtools"
+    with open(tmp / "chromium-devtools.log", "wb") as log:
+        browser = subprocess.Popen([str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+                                    f"--window-size={width},1000", "about:blank"], stdout=log, stderr=log)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.is_file() and len(port_file.read_text().split()) == 2):  # written once it listens
+            assert time.monotonic() < deadline and browser.poll() is None, "Chromium did not open its DevTools port"
+            time.sleep(0.1)
+        port, path = port_file.read_text().split()
+        return asyncio.run(_devtools_clip(f"ws://127.0.0.1:{port}{path}", page, element_id))
+    finally:
+        browser.terminate()
+        browser.wait(timeout=30)
+
+
+async def _devtools_clip(url: str, page: Path, element_id: str) -> bytes:
+    import asyncio
+    import base64
+    import json
+
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http, http.ws_connect(url, max_msg_size=0) as ws:
+        ids = iter(range(1, 1_000_000))
+
+        async def call(method: str, params: dict | None = None, session: str | None = None) -> dict:
+            number = next(ids)
+            message = {"id": number, "method": method, "params": params or {}}
+            await ws.send_str(json.dumps(message | ({"sessionId": session} if session else {})))
+            while True:  # events arrive in between; the reply carries the call's id
+                reply = json.loads((await ws.receive(timeout=60)).data)
+                if reply.get("id") == number:
+                    assert "error" not in reply, reply
+                    return reply["result"]
+
+        target = (await call("Target.createTarget", {"url": page.as_uri()}))["targetId"]
+        session = (await call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+
+        async def evaluate(expression: str) -> object:
+            found = await call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
+            return found["result"].get("value")
+
+        # Loaded: the page's own document (not the about:blank a new target starts with), complete.
+        loaded = f"location.href === {json.dumps(page.as_uri())} && document.readyState === 'complete'"
+        for _ in range(600):
+            if await evaluate(loaded):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{page} did not load in 60 s")
+        region = await evaluate(f"""(() => {{
+            const head = document.getElementById({json.dumps(element_id)});
+            if (!head) return null;
+            const top = head.getBoundingClientRect().top + window.scrollY;
+            let bottom = head.getBoundingClientRect().bottom, n = head;
+            while ((n = n.nextElementSibling) && n.tagName !== 'H2') bottom = Math.max(bottom, n.getBoundingClientRect().bottom);
+            const right = document.querySelector('main').getBoundingClientRect().right;
+            return {{x: 0, y: Math.max(top - 14, 0), width: Math.ceil(right + 24),
+                     height: Math.ceil(bottom + window.scrollY - top + 30), scale: 1}};
+        }})()""")
+        assert region is not None, f"no #{element_id} on {page}"
+        shot = await call("Page.captureScreenshot", {"format": "png", "clip": region, "captureBeyondViewport": True},
+                          session)
+        return base64.b64decode(shot["data"])
+
+
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Every DB under docs/runs (copies: opening a store migrates it), published together
+    through the CLI as a person would: `vmatrix publish DIR --db FOLDER`."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    tmp = tmp_path_factory.mktemp("everything")
+    runs = tmp / "runs"
+    runs.mkdir()
+    for db in sorted(RUNS.glob("*.db")):
+        shutil.copy(db, runs / db.name)
+    out = tmp / "site"
+    done = CliRunner().invoke(app, ["publish", str(out), "--db", str(runs)])
+    assert done.exit_code == 0, done.output
+    assert f"from {len(list(RUNS.glob('*.db')))} DBs" in done.output
+    return tmp, out, runs
+
+
+def test_every_db_under_docs_runs_as_one_site_and_the_h200_field_bugs_table(everything) -> None:
+    """The H200 field-bugs hunt (0.25.1 and 0.26.0, two DBs) is one table of the site of all
+    of docs/runs, each square the newest result of its DB's cell, saying which DB; the
+    screenshot is docs/screens/site-h200-field-bugs.png (VMATRIX_WRITE_SCREENS=1 writes it)."""
+    from db.queries import cell_results
+
+    tmp, out, runs = everything
+    # Every link checked in the HTML as written (crawling ~130 pages through Chromium took
+    # minutes on 2 cores; the crawl above covers what Chromium adds, on one DB).
+    assert check_links(out) == len(list(out.rglob("*.html")))
+    index = (out / "index.html").read_text(encoding="utf-8")
+    # The stack whose results come from both H200 field-bugs DBs.
+    found = re.findall(r'<h2 id="(stack-[0-9a-f]{12})">[^<]*</h2>\s*(?:<p class="meta">every cell:[^<]*</p>\s*)?'
+                       r'<p class="meta">from (.*?)</p>', index, re.DOTALL)
+    [stack_id] = [key for key, line in found if all(name in line for name in H200_FIELD_BUGS)]
+    section = index[index.index(f'id="{stack_id}"'):]
+    section = section[:section.index("<h2", 10)]
+    squares = dict(re.findall(r'data-cell="([0-9a-f]{16})">\s*<a class="verdict"[^>]*>([a-z_ ]+)</a>', section))
+    expected = {}
+    for name in H200_FIELD_BUGS:
+        expected |= {c.cell_id: c.result for c in cell_results(Store.open(runs / name))}
+    assert squares == expected and len(squares) == 12
+    for name, number in ((n, re.search(rf'<tr id="db-(\d+)"><th>db \d+</th><td><code>{re.escape(n)}</code>', index))
+                         for n in H200_FIELD_BUGS):
+        assert number is not None and f"db {number.group(1)} · sweep" in section, name
+
+    png = _clip_screenshot(tmp, out / "index.html", stack_id, 1400)
+    assert png.startswith(PNG_MAGIC) and len(png) > 20_000, "a blank region compresses to a few kB"
+    name = "site-h200-field-bugs.png"
+    (tmp / name).write_bytes(png)
+    if os.environ.get("VMATRIX_WRITE_SCREENS"):
+        shutil.copy(tmp / name, SCREENS / name)
     assert (SCREENS / name).is_file(), f"docs/screens/{name} is missing: VMATRIX_WRITE_SCREENS=1 writes it"

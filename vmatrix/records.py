@@ -81,6 +81,9 @@ class Layout:
     attention_block: int | None = None  # "Setting attention block size to N tokens"
     group_blocks: tuple[int, ...] = ()  # "kv cache group sizes [...]": each KV cache group's block
     requests_digest: str | None = None  # the requests as laid out (jobs.workload.requests_digest)
+    # The shape builders' layout (jobs.shapes.LAYOUT_VERSION) the requests were built with:
+    # a regrade rebuilds them the same way. Runs recorded before it was kept used the first.
+    layout_version: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "group_blocks": list(self.group_blocks)}

@@ -44,6 +44,9 @@ class ReplayRequest:
     expect: Expectation | None = None
     shape: str = ""  # the shape it belongs to (WorkloadSpec.shapes); "": an unshaped workload
     claim: Claim | None = None
+    # Which repeat of its shape it belongs to (0: the first; a shape's ``repeat: N`` lays
+    # it out again on fresh prompts), so evidence can be counted per repeat.
+    repeat: int = 0
 
     def chat_messages(self) -> list[dict[str, str]]:
         return [{"role": role, "content": content} for role, content in self.messages]

@@ -58,6 +58,11 @@ EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", help="Only the cells of this engine (a version or label); repeat for more.")]
 
 
+VerdictOpt = Annotated[list[str] | None, typer.Option(
+    "--verdict", help="Only cells (runs, for `ls`) whose latest result is this: a verdict (clean, partial, "
+                      "unexercised, corrupt, ...), a status (crashed, ...) or `not run`; repeat for more.")]
+
+
 CellOpt = Annotated[list[str] | None, typer.Option(
     "--cell", help="Only the cells matching KEY=VALUE[,...] (the bisect grammar), with their controls; repeat "
                    "for more.")]
@@ -331,11 +336,15 @@ def canary_report(
 
 
 @results_app.command("ls")
-def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None) -> None:
-    """List recorded runs, newest first."""
+def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None,
+               verdict: VerdictOpt = None) -> None:
+    """List recorded runs, newest first (the 50 newest, of those --verdict keeps)."""
     from db.queries import list_runs
     from db.reads import speed_notes
+    from db.table import result_names
     from orchestrator.matrix import describe_knobs
+
+    wanted = result_names(verdict)
 
     # A person reads this at 80 columns: short ids, knobs wrapped between knobs (never
     # inside one), the status only where no verdict says it, and the failure signature
@@ -351,7 +360,10 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
     if wide:
         table.add_column("signature", overflow="fold", ratio=1)
     store = open_store(db)
-    runs = list_runs(store, sweep_id=sweep)
+    runs = list_runs(store, sweep_id=sweep, results=wanted)
+    if not runs and wanted:
+        console.print(f"no run whose result is {' or '.join(sorted(wanted))}", highlight=False)
+        return
     slow = speed_notes(store, [r.run_id for r in runs])  # shown beside the verdict, never in it
     # Narrow: the knobs every listed run shares are said once, under the table.
     shared = frozenset() if wide else _shared_knobs(runs)
@@ -412,14 +424,21 @@ def results_table(
                                        "result, and the most frequent failure.")] = False,
     wide: Annotated[bool, typer.Option("--wide", help="The grid however wide it is; by default a terminal "
                                        "narrower than the grid gets it as a list.")] = False,
+    verdict: VerdictOpt = None,
 ) -> None:
-    """The lookup table: verdict and detail of the latest run of every cell."""
-    from db.table import lookup_table, render_table
+    """The lookup table: verdict and detail of the latest run of every cell. A `partial`
+    (or `clean`) whose grade could not measure part of the cell's claim says what, beside it."""
+    from db.table import lookup_table, render_table, result_names
 
     if fmt not in ("text", "json", "markdown"):
         fail(f"--format: '{fmt}' is not one of text, json, markdown")
+    wanted = result_names(verdict)
     with gc_paused():
-        table = lookup_table(open_for_reading(db), rows.split(","), cols.split(","), sweep_id=sweep, full=full)
+        table = lookup_table(open_for_reading(db), rows.split(","), cols.split(","), sweep_id=sweep, full=full,
+                             results=wanted)
+        if not table.rows and wanted is not None:
+            sys.stderr.write(f"no cell's latest result is {' or '.join(sorted(wanted))}\n")
+            return
         out = render_table(table, fmt)  # type: ignore[arg-type]
         # Only for a terminal (or a width the user set): piped into a file or a script the
         # grid is printed as it always was, whatever Rich's default width of 80.

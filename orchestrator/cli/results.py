@@ -23,6 +23,7 @@ from orchestrator.cli.common import Commands, DbOpt, console, err, fail, gc_paus
 
 if TYPE_CHECKING:
     from db.compare import Comparison, Interval, PairResult, Rates
+    from db.store import Store
 
 results_extra = typer.Typer(cls=Commands, no_args_is_help=True, help="Compare, export and diff recorded results.")
 
@@ -238,24 +239,60 @@ def report(
               highlight=False)
 
 
+DbsOpt = Annotated[list[str] | None, typer.Option(
+    "--db", help="Results database(s) to publish, repeatable: a SQLite file, a folder (every *.db in it, by "
+                 "name) or a SQLAlchemy URL (default: the file in the user data dir). Several make one site.")]
+
+
+def publish_stores(dbs: list[str] | None) -> list[Store]:
+    """The stores ``--db`` names, in order: a folder stands for every ``*.db`` in it (by
+    name), a store named twice (or a file and its folder) counts once. A path that is not
+    there is an error, not a new empty store: publishing nothing is a typo."""
+    if not dbs:
+        return [open_store(None)]
+    seen: set[str] = set()
+    stores = []
+    for db in dbs:
+        if "://" in db:
+            targets: list[str] = [db]
+        else:
+            path = Path(db).expanduser()
+            if path.is_dir():
+                targets = [str(p) for p in sorted(path.glob("*.db")) if p.is_file()]
+                if not targets:
+                    fail(f"--db {db}: a folder with no *.db file in it")
+            elif path.is_file():
+                targets = [db]
+            else:
+                fail(f"--db {db}: no such file or folder")
+        for target in targets:
+            key = target if "://" in target else str(Path(target).expanduser().resolve())
+            if key not in seen:
+                seen.add(key)
+                stores.append(open_store(target))
+    return stores
+
+
 def publish(
     directory: Annotated[Path, typer.Argument(help="Folder to write the site into (made if missing).")],
-    db: DbOpt = None,
+    db: DbsOpt = None,
 ) -> None:
-    """Write the results DB as a static site into DIRECTORY: the lookup table (releases x
+    """Write results DBs as one static site into DIRECTORY: the lookup table (releases x
     cells, what changed since the previous release), a page per cell across releases and a
-    page per bisect. Offline (opens from file://); a page whose content is unchanged is not
-    written again."""
+    page per bisect, each result naming the DB and sweep it came from. Offline (opens from
+    file://); a page whose content is unchanged is not written again."""
     from db.site import publish as write_site
     from orchestrator.spec import Knobs
 
     if directory.exists() and not directory.is_dir():
         fail(f"{directory}: not a folder")
-    done = write_site(open_store(db), directory, Knobs().canonical())
+    stores = publish_stores(db)
+    done = write_site(stores, directory, Knobs().canonical())
     index = directory / "index.html"
+    of = f" from {done.sources} DBs" if done.sources > 1 else ""
     if done.written:
-        err.print(f"wrote {len(done.written)} of {done.pages} files into {directory} (open {index})", highlight=False,
-                  soft_wrap=True)
+        err.print(f"wrote {len(done.written)} of {done.pages} files{of} into {directory} (open {index})",
+                  highlight=False, soft_wrap=True)
     else:
-        err.print(f"nothing changed: the {done.pages} files in {directory} are current (open {index})",
+        err.print(f"nothing changed: the {done.pages} files{of} in {directory} are current (open {index})",
                   highlight=False, soft_wrap=True)

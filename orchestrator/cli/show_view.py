@@ -18,13 +18,14 @@ from rich.table import Table
 from rich.text import Text
 
 from db.compare import SPEC_DRAFTS, rates
-from db.evidence import ground_truth
+from db.evidence import ground_truth, unmeasured_of
 from db.queries import CellDetail, RunDetail
 from db.reads import PREFIX_HITS, PREFIX_QUERIES
 from vmatrix import speed
 
-VERDICT_STYLE = {"clean": "green", "control": "cyan", "degraded": "yellow", "corrupt": "bold red",
-                 "crashed": "bold red", "unexercised": "yellow"}
+# partial: not clean's green; a verdict to read the reasons of (listed under it).
+VERDICT_STYLE = {"clean": "green", "partial": "bold yellow3", "control": "cyan", "degraded": "yellow",
+                 "corrupt": "bold red", "crashed": "bold red", "unexercised": "yellow"}
 
 
 def _ms(seconds: float | None) -> str:
@@ -38,7 +39,7 @@ def _pct(x: float | None) -> str:
 def _headline(detail: CellDetail, run: RunDetail | None, counters: Mapping[str, float]) -> RenderableType:
     from orchestrator.matrix import describe_knobs
 
-    lines = [Text.assemble(("cell ", "dim"), detail.cell_id, ("  engine ", "dim"), detail.engine,
+    lines: list[RenderableType] = [Text.assemble(("cell ", "dim"), detail.cell_id, ("  engine ", "dim"), detail.engine,
                            ("  model ", "dim"), detail.model)]
     lines.append(Text.assemble(("knobs ", "dim"), describe_knobs(detail.knobs)))
     if detail.control_id:
@@ -52,6 +53,16 @@ def _headline(detail: CellDetail, run: RunDetail | None, counters: Mapping[str, 
     reason = grade.summary if grade else (s.signature or run.message or "not graded yet")
     lines.append(Text(""))
     lines.append(Text.assemble((verdict.upper(), VERDICT_STYLE.get(verdict, "bold")), "  ", reason))
+    # What the grade could not measure, under the verdict it qualifies: a `partial` is
+    # partial because of these (and an older grade's `clean` may carry some too).
+    if notes := unmeasured_of(grade.evidence if grade else None):
+        # A grid, so a long reason wraps under itself, not under the label.
+        unmeasured = Table.grid(padding=(0, 1))
+        unmeasured.add_column(no_wrap=True, style="yellow")
+        unmeasured.add_column(overflow="fold")
+        for note in notes:
+            unmeasured.add_row("  not measured:", Text(note))
+        lines.append(unmeasured)
     if slow := speed.low_acceptance(counters):
         # Beside the verdict, not in it: every answer may be right and the drafter useless.
         lines.append(Text.assemble(("SPEED  ", "bold yellow"), slow, (" (not graded: the verdict is about answers)", "dim")))
@@ -124,8 +135,6 @@ def _coverage(evidence: Mapping[str, Any], counters: Mapping[str, float]) -> Ren
             lines.append(Text(f"{name.removeprefix('vllm:')} {value:,.0f}", style="dim"))
     for gap in coverage.get("gaps") or ():
         lines.append(Text(f"gap: {gap}", style="yellow"))
-    for note in coverage.get("unmeasured") or ():
-        lines.append(Text(f"unmeasured: {note}", style="dim"))
     return Group(Text("Coverage", style="bold"), *lines) if lines else None
 
 
