@@ -14,12 +14,14 @@ manifest (each volume's sha256 and size, which volumes make each folder). ``appl
 the host checks a volume against the manifest's sha256 before it writes anything,
 writes its pieces in place, and remembers it: a volume already applied is skipped, so a
 call may carry any volumes in any order and a lost call is sent again alone. ``status``
-says which volumes are still missing, the list to send. A folder whose volumes are all
-in gets ``.complete``.
+says which volumes are still missing, the list to send; ``plan`` groups the upload folders
+not yet sent into calls of at most ``--room-mib`` each (what a call may carry beside the
+checkout), in sending order. A folder whose volumes are all in gets ``.complete``.
 
     python -m images.volumes pack OUT FOLDER [FOLDER ...] [--mib 6] [--jobs 2] [--cache DIR]
     python -m images.volumes apply UPLOAD [UPLOAD ...] DEST
-    python -m images.volumes status DEST [UPLOAD_ROOT]
+    python -m images.volumes status DEST
+    python -m images.volumes plan OUT --room-mib R [--sent NAME ...]
 
 Standard library only: the host runs it with nothing installed.
 """
@@ -340,6 +342,26 @@ def missing(dest: Path) -> tuple[list[str], dict[str, bool]]:
     return names, _complete(manifest, done, dest)
 
 
+def plan(out: Path, room: int, sent: frozenset[str] | set[str] = frozenset()) -> list[list[Path]]:
+    """Upload folders of ``out`` whose volume is not in ``sent``, grouped into calls of at
+    most ``room`` bytes each, in sending order (a call closes at the first that does not fit)."""
+    calls: list[list[Path]] = []
+    used = room
+    for up in sorted(p for p in out.iterdir() if p.is_dir() and p.name.startswith("v")):
+        vol = next(up.glob("*.vol"))
+        if vol.name in sent:
+            continue
+        size = sum(f.stat().st_size for f in up.iterdir())
+        if size > room:
+            raise ValueError(f"{up}: {size} bytes, more than a call carries ({room})")
+        if used + size > room:
+            calls.append([])
+            used = 0
+        calls[-1].append(up)
+        used += size
+    return calls
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m images.volumes", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -354,7 +376,20 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("paths", type=Path, nargs="+", metavar="UPLOAD ... DEST")
     s = sub.add_parser("status", help="which volumes DEST still lacks")
     s.add_argument("dest", type=Path)
+    c = sub.add_parser("plan", help="group OUT's upload folders not yet sent into calls")
+    c.add_argument("out", type=Path)
+    c.add_argument("--room-mib", type=float, required=True)
+    c.add_argument("--sent", nargs="*", default=[], help="volume names the host has (status's list is the rest)")
     args = parser.parse_args(argv)
+    if args.cmd == "plan":
+        try:
+            calls = plan(args.out, int(args.room_mib * 2**20), set(args.sent))
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for ups in calls:
+            print(" ".join(str(u) for u in ups))
+        return 0
     if args.cmd == "pack":
         for folder in args.folders:
             if not folder.is_dir():

@@ -5,13 +5,14 @@ real overlay and releases are in docs/GPU.md)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 from pathlib import Path
 
 import pytest
 
-from images.volumes import COMPLETE, STATE, apply, main, missing, pack
+from images.volumes import COMPLETE, STATE, apply, main, missing, pack, plan
 
 
 def _tree(root: Path) -> Path:
@@ -158,3 +159,19 @@ def test_a_file_two_folders_share_travels_once_and_is_linked_when_its_first_fold
     assert (wh / "vllm-9.28.0" / "dep-1.0-py3-none-any.whl").read_bytes() == shared
     assert missing(wh) == ([], {"vllm-9.27.1": True, "vllm-9.28.0": True})
     assert (wh / "vllm-9.28.0" / COMPLETE).is_file()
+
+
+def test_plan_fills_each_call_up_to_its_room_and_leaves_out_what_was_sent(packed, capsys) -> None:
+    _, _, ups = packed
+    sizes = {u: sum(f.stat().st_size for f in u.iterdir()) for u in ups}
+    room = 2 * max(sizes.values())
+    calls = plan(ups[0].parent, room)
+    assert [u for call in calls for u in call] == ups
+    assert all(sum(sizes[u] for u in call) <= room for call in calls)
+    # a call closes only when the next upload would not fit
+    assert all(sum(sizes[u] for u in a) + sizes[b[0]] > room for a, b in itertools.pairwise(calls))
+    first = next(ups[0].glob("*.vol")).name
+    assert ups[0] not in [u for call in plan(ups[0].parent, room, {first}) for u in call]
+    assert main(["plan", str(ups[0].parent), "--room-mib", str(room / 2**20), "--sent", first]) == 0
+    assert str(ups[0]) not in capsys.readouterr().out
+    assert main(["plan", str(ups[0].parent), "--room-mib", "0.001"]) == 2
