@@ -146,8 +146,11 @@ def check(overlay: Path, python: str = sys.executable, timeout_s: float = 300) -
     manifest = read(overlay)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env |= {"PYTHONPATH": str(overlay), **manifest.get("env", {})}  # type: ignore[dict-item]
+    # From a file, not -c: triton's @jit reads its function's source from the file.
+    probe = overlay / ".vmatrix-probe.py"
+    probe.write_text(_PROBE)
     try:
-        proc = subprocess.run([python, "-c", _PROBE, str(overlay)], env=env, capture_output=True, text=True,
+        proc = subprocess.run([python, str(probe), str(overlay)], env=env, capture_output=True, text=True,
                               timeout=timeout_s, check=False)
         ok = proc.returncode == 0
         lines = (proc.stdout + proc.stderr).strip().splitlines()
