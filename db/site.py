@@ -57,7 +57,7 @@ from db.store import BisectRecord, Store
 from vmatrix.cells import direction
 
 STYLESHEET = "site.css"
-CHANGE_MARK = {"better": ("▲", "fixed"), "worse": ("▼", "regressed"), "changed": ("◆", "changed")}
+CHANGE_MARK = {"better": ("▲", "better"), "worse": ("▼", "regressed"), "changed": ("◆", "changed")}
 # Where a bisect's commit range is shown; vLLM tags its releases vX.Y.Z.
 UPSTREAM = "https://github.com/vllm-project/vllm"
 

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Run vmatrix on an offline GPU host from uploaded wheelhouse pieces (docs/GPU.md).
 #
-#   offline-host.sh unpack UPLOAD       copy one upload in; finish what is complete
+#   offline-host.sh unpack UPLOAD ...   copy uploads in; finish what is complete. Uploads of
+#                                       xz volumes (images/volumes.py) are checked and applied,
+#                                       each once; the line says which volumes are still missing
+#   offline-host.sh overlay-check TORCH the staged torch overlay _torch-TORCH imports and uses
+#                                       the GPU (images/overlay.py), before any engine starts
+#   offline-host.sh feed UPLOAD ...     unpack, then in the background what the folders complete
+#                                       so far allow: `setup` once _vmatrix is in, `overlay-check`
+#                                       once a _torch-* is in (feed.log), while uploads go on
 #   offline-host.sh setup               vmatrix's own dependencies + a Ray head on this host
 #   offline-host.sh sweep MATRIX ENGINE [--rerun]
 #                                       run MATRIX's cells of ENGINE in the background,
@@ -45,7 +52,35 @@ cd "$REPO"
 
 case "${1:-}" in
   unpack)
-    "$PY" -m images.uploads unpack "$2" "$VMATRIX_WHEELHOUSE" ;;
+    shift
+    if [ -f "$1/vmatrix-volumes.json" ]; then
+      "$PY" -m images.volumes apply "$@" "$VMATRIX_WHEELHOUSE"
+    else
+      for up in "$@"; do "$PY" -m images.uploads unpack "$up" "$VMATRIX_WHEELHOUSE"; done
+    fi ;;
+  feed)
+    shift
+    "$REPO/images/offline-host.sh" unpack "$@"
+    mkdir -p "$VMATRIX_DATA"
+    # One background pass at a time (flock -n: a pass already running will see this
+    # upload's folders on its next look); each step runs once (its own marker).
+    setsid nohup flock -n "$VMATRIX_DATA/feed.lock" "$REPO/images/offline-host.sh" feed-steps \
+      >>"$VMATRIX_DATA/feed.log" 2>&1 </dev/null &
+    echo "background: $VMATRIX_DATA/feed.log" ;;
+  feed-steps)
+    if [ -f "$VMATRIX_WHEELHOUSE/_vmatrix/.complete" ] && [ ! -f "$VMATRIX_DATA/.setup-done" ]; then
+      "$REPO/images/offline-host.sh" setup && touch "$VMATRIX_DATA/.setup-done"
+    fi
+    for ov in "$VMATRIX_WHEELHOUSE"/_torch-*; do
+      if [ -f "$ov/.complete" ] && [ ! -f "$ov/.vmatrix-checked" ]; then
+        "$REPO/images/offline-host.sh" overlay-check "${ov##*/_torch-}" || true
+      fi
+    done ;;
+  overlay-check)
+    # Compiled once here, so that seven engines starting at once do not each compile
+    # torch's modules from source.
+    "$PY" -m compileall -q -j 0 "$VMATRIX_WHEELHOUSE/_torch-$2" >/dev/null 2>&1 || true
+    "$PY" -m images.overlay check "$VMATRIX_WHEELHOUSE/_torch-$2" ;;
   setup)
     mkdir -p "$VMATRIX_DATA"
     if [ ! -f "$VMATRIX_SITE/.done" ]; then
@@ -116,5 +151,5 @@ EOF
       "$VMATRIX_DATA"/packing-mem-*.csv "$dest/" 2>/dev/null || true
     tar -czf "$dest/engine-logs.tgz" -C "$VMATRIX_DATA" logs 2>/dev/null || true ;;
   *)
-    sed -n '2,28p' "$0"; exit 2 ;;
+    sed -n '2,36p' "$0"; exit 2 ;;
 esac

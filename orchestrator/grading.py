@@ -180,7 +180,7 @@ def _layout_block(layout: Layout | None) -> int | None:
 def _graded_block(store: Store, cell: Cell, run_id: int) -> int | None:
     """The engine's block as an earlier grade of the run knew it (from the engine's log, on
     the machine that ran it): kept with the grade, or, for grades made before it was kept,
-    the probe's block when that grade checked it against the log and found no gap."""
+    the probe's block when that grade checked it against the log and found nothing amiss."""
     probe = WorkloadSpec(**cell.workload).probe_block_tokens
     for row in store.grades_of(run_id):
         evidence = row.evidence or {}
@@ -188,7 +188,10 @@ def _graded_block(store: Store, cell: Cell, run_id: int) -> int | None:
             return int(evidence["engine_block"])
         cov = evidence.get("coverage") or {}
         said = [*cov.get("gaps", []), *cov.get("unmeasured", [])]
-        if probe and cov and "engine_block" not in evidence and not any("block" in line for line in said):
+        # Only a grade that checked the probe (its claim names probe_block_tokens) and found
+        # nothing to say of the block saw the engine's log say the probe's block.
+        checked = "probe_block_tokens" in (cov.get("exercised") or {})
+        if probe and checked and "engine_block" not in evidence and not any("block" in line for line in said):
             return probe
     return None
 

@@ -119,7 +119,7 @@ def test_every_link_leads_to_a_page_and_the_table_holds_what_the_store_does(site
     squares = dict(re.findall(r'data-cell="([0-9a-f]{16})">\s*<a class="verdict"[^>]*>([a-z_ ]+)</a>', index))
     assert squares == cells and len(squares) == 6
     [record] = store.bisects()
-    assert index.count(f'<a href="bisects/{record.id}.html">▲ fixed</a>') == 1, "the one change, linked to its bisect"
+    assert index.count(f'<a href="bisects/{record.id}.html">▲ better</a>') == 1, "the one change, linked to its bisect"
     assert sorted(p.name for p in pages if p.parent.name == "cells") and len(pages) == 1 + 2 + 1
     bisect = pages[(out / "bisects" / f"{record.id}.html").resolve()]
     assert "first good release: 0.31.0 (last bad: 0.30.0)" in bisect

@@ -112,7 +112,7 @@ def test_the_published_site_opens_offline_and_every_link_leads_somewhere(watched
     assert [p.name for p in pages if p.parent.name == "bisects"] == ["1.html"]
     assert len(cell_pages) == 1
     index = pages[site / "index.html"]
-    assert '<a href="bisects/1.html">▲ fixed</a>' in index
+    assert '<a href="bisects/1.html">▲ better</a>' in index
     cell = pages[cell_pages[0]]
     assert 'id="r-0.30.0"' in cell and 'id="r-0.31.0"' in cell and "Cannot inspect kernel parameters" in cell
     bisect = pages[site / "bisects" / "1.html"]

@@ -9,14 +9,17 @@ died halfway count as absent.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
+import re
 import shutil
 import signal
 import site
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from filelock import FileLock
 
+from images import overlay, volumes
 from images.gpu_gate import cannot_gate
 from images.recipe import (
     CPU_UNWANTED,
@@ -166,6 +170,81 @@ def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path, s
         (_site_packages(root) / "_vmatrix_host.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     if _run(steps[1], log, env, steps_of.next(f"installing {len(wheels)} staged wheels")).returncode != 0:
         raise EnvBuildError(f"installing the staged wheels of {folder} failed (see {log})")
+
+
+_TORCH_PIN = re.compile(r"^Requires-Dist:\s*torch\s*\(?\s*==\s*([^\s;,)]+)")
+
+
+def pinned_torch(folder: Path, distribution: str) -> str | None:
+    """The torch release the staged engine wheel pins (``Requires-Dist: torch==2.13.0``)."""
+    prefix = distribution.replace("-", "_") + "-"
+    wheel = next((w for w in sorted(folder.glob("*.whl")) if w.name.startswith(prefix)), None)
+    if wheel is None:
+        return None
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+        text = zf.read(meta).decode(errors="replace") if meta else ""
+    for line in text.splitlines():
+        if (m := _TORCH_PIN.match(line)) and "extra ==" not in line:
+            return m.group(1)
+    return None
+
+
+def host_torch() -> str | None:
+    """The torch release the host's own packages hold (the one an engine venv sees), if any."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def torch_overlay(recipe: EngineRecipe, staged: Path) -> Path | None:
+    """The staged torch overlay the recipe's engine needs, or None when the host's torch
+    is the one its wheel pins (vLLM 0.25.x/0.26.0 on torch 2.11.0).
+
+    vLLM 0.27.0+ pin torch 2.13.0, which the H200 host lacks: such a release runs only
+    with ``_torch-<pin>/`` beside its staged folder (images/overlay.py), complete, and
+    its check on this host passed (run here once if it has not run yet). Anything less
+    is an env build error naming what is missing, before any engine starts.
+    """
+    pin = pinned_torch(staged, recipe.distribution)
+    host = host_torch()
+    if pin is None or (host is not None and host.split("+")[0] == pin):
+        return None
+    folder = staged.parent / f"_torch-{pin}"
+    has = f"the host has torch {host}" if host else "the host has no torch"
+    if not (folder / overlay.MANIFEST).is_file():
+        raise EnvBuildError(f"{recipe.distribution} {recipe.vllm} pins torch=={pin}; {has} and {folder} holds no "
+                            f"staged torch overlay (python -m images.overlay build; docs/GPU.md)")
+    lacking, complete = volumes.missing(staged.parent)
+    if complete.get(folder.name) is False:
+        left = [n for n in lacking if n.startswith(folder.name + ".")]
+        raise EnvBuildError(f"the torch overlay {folder} is still arriving: {len(left)} volume(s) missing, e.g. {left[0]}")
+    ok, line = overlay.checked(folder)
+    if not ok:
+        ok, line = overlay.check(folder)
+    if not ok:
+        raise EnvBuildError(f"the torch overlay {folder} failed its check on this host: {line}")
+    return folder
+
+
+def overlay_fingerprint(folder: Path) -> dict[str, Any]:
+    """What a run records of the overlay its engine ran on: the torch it is, what it holds,
+    the environment it needs, its check's line on this host."""
+    manifest = overlay.read(folder)
+    return {"path": str(folder), "torch": manifest["torch"], "packages": manifest["packages"],
+            "env": manifest.get("env", {}), "sm": manifest.get("sm"), "check": overlay.checked(folder)[1]}
+
+
+def with_overlay(env_vars: dict[str, str], fingerprint: dict[str, Any]) -> dict[str, str]:
+    """The engine's environment with its torch overlay (if the env has one) first on
+    PYTHONPATH, ahead of what the cell put there (the GPU gate), and the overlay's
+    variables where the cell did not set them."""
+    ov = fingerprint.get("torch_overlay")
+    if not ov:
+        return env_vars
+    path = os.pathsep.join(p for p in (ov["path"], env_vars.get("PYTHONPATH", "")) if p)
+    return {**ov.get("env", {}), **env_vars, "PYTHONPATH": path}
 
 
 def _check_wheel(recipe: EngineRecipe) -> dict[str, str] | None:
@@ -311,10 +390,12 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
         # venv, install (+ uninstall on cpu), patches; staged wheels: venv, install.
         installs = 3 if staged_wheels(recipe) is None and recipe.accelerator == "cpu" else 2
         steps_of = _EnvSteps(progress, installs + bool(recipe.patches) + 1)
+        staged = staged_wheels(recipe)
         try:
             _patches_to_apply(recipe)  # a set with nothing for this release: fail before installing
             wheel = _check_wheel(recipe)
             _install(root, recipe, log, steps_of)
+            torch_folder = torch_overlay(recipe, staged) if staged is not None else None
             if recipe.patches:
                 steps_of.next("applying patches")
             patches = _apply_patches(root, recipe, log)
@@ -331,8 +412,12 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
             "patches": patches,
             **({"wheel": {**wheel, "installed": _installed_engine(root)}} if wheel else {}),
         }
-        if (staged := staged_wheels(recipe)) is not None:
+        if staged is not None:
             fingerprint["staged_wheels"] = str(staged)
+        if torch_folder is not None:
+            ov = overlay_fingerprint(torch_folder)
+            fingerprint["torch"] = f"torch {ov['torch']} (staged)"
+            fingerprint["torch_overlay"] = ov
         marker.write_text(json.dumps({"fingerprint": fingerprint, "bytecode": True}, indent=1))
         return EngineEnv(root, root / "bin" / "python", fingerprint, built=True)
 
@@ -586,6 +671,7 @@ class LocalRuntime:
             env_vars["VLLM_CACHE_ROOT"] = str(vllm_cache_root(env.python.parent.parent))
         if start.gpu_ids:
             env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(start.gpu_ids)
+        env_vars = with_overlay(env_vars, env.fingerprint)
         engine = EngineProcess(argv=argv, env=env_vars | (lmc.env if lmc else {}), log_path=start.log_path,
                                port=start.port, cpus=start.cpus)
         return engine, lmc
