@@ -181,6 +181,28 @@ def test_predicate_grammar() -> None:
             parse_predicate(bad)
 
 
+def test_ordered_verdicts_and_the_default() -> None:
+    from orchestrator.bisect.predicate import DEFAULT
+    from orchestrator.cli.bisect import DEFAULT_PREDICATE
+
+    assert DEFAULT == DEFAULT_PREDICATE == "verdict >= degraded"
+    worse = parse_predicate(DEFAULT)
+    assert (worse.kind, worse.op, worse.value) == ("rank", ">=", "degraded")
+    judged = {v: worse.judge(obs(verdict=v))[0] for v in ("clean", "partial", "degraded", "corrupt")}
+    assert judged == {"clean": "good", "partial": "good", "degraded": "bad", "corrupt": "bad"}
+    assert worse.judge(obs("crashed", "crashed"))[0] == "bad"
+    # A cell that never reached what it tests answers neither way.
+    assert worse.judge(obs(verdict="unexercised")) == ("skip", "unexercised: the cell never reached what it tests")
+    assert parse_predicate("verdict >= unexercised").judge(obs(verdict="unexercised"))[0] == "bad"
+    assert parse_predicate("verdict > clean").judge(obs(verdict="partial"))[0] == "bad"
+    assert parse_predicate("verdict >= divergent").value == "corrupt"
+    assert worse.judge(obs(verdict="ungraded"))[0] == "skip"
+    assert worse.judge(obs("startup_failed", "startup_failed"))[0] == "skip"
+    for bad in ("verdict >= shiny", "verdict >= invalid", "status >= ok"):
+        with cli_error("^--predicate: "):
+            parse_predicate(bad)
+
+
 def obs(status: str = "ok", verdict: str | None = "clean", **metrics: float) -> Observation:
     return Observation("x", status=status, verdict=verdict, signature="sig", metrics=metrics)
 

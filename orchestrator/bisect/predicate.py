@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.bisect.errors import BisectInputError
-from vmatrix.cells import LEGACY_VERDICTS, STATUSES, VERDICTS
+from vmatrix.cells import LEGACY_VERDICTS, RANK, STATUSES, VERDICTS
 
 Answer = Literal["good", "bad", "skip"]
 
@@ -36,6 +36,10 @@ class Observation:
 
 
 _EQ = re.compile(r"^\s*(verdict|status)\s*(==|!=)\s*([a-z_]+)\s*$")
+# Verdicts are ordered (vmatrix.cells.RANK): `verdict >= degraded` is "worse than answers
+# that were right", so a `partial` (right, part of the claim unmeasured) is not a bad step.
+_ORDERED = re.compile(r"^\s*verdict\s*(>=|<=|>|<)\s*([a-z_]+)\s*$")
+DEFAULT = "verdict >= degraded"
 _NUM = r"(\d+(?:\.\d*)?|\.\d+)"
 _METRIC = re.compile(
     rf"^\s*({'|'.join(METRICS)})\s*(<=|>=|<|>)\s*"
@@ -47,14 +51,15 @@ _METRIC = re.compile(
 class Predicate:
     """What makes a step *bad*. Parsed from text by a tiny grammar, never ``eval``.
 
-    ``verdict (==|!=) NAME``, ``status (==|!=) NAME``, or ``METRIC (<|<=|>|>=) RHS``
+    ``verdict (==|!=) NAME``, ``status (==|!=) NAME``, ``verdict (>=|>|<=|<) NAME`` (in
+    the order of :data:`vmatrix.cells.RANK`), or ``METRIC (<|<=|>|>=) RHS``
     where RHS is a number, ``F * good`` or ``good * F`` (``good``: the metric measured
     on the good endpoint, so "10 % slower than the good release" is
     ``decode_tps < 0.9 * good``).
     """
 
     text: str
-    kind: Literal["verdict", "status", "metric"]
+    kind: Literal["verdict", "status", "metric", "rank"]
     op: str
     value: str | float  # verdict/status name, or the number (absolute, or factor of good)
     relative: bool = False
@@ -86,6 +91,16 @@ class Predicate:
         if obs.status == "invalid" and self.value != "invalid":
             # The knobs break a geometry rule on every version: nothing to learn here.
             return "skip", f"invalid: {obs.signature or ''}".strip().rstrip(":")
+        if self.kind == "rank":
+            got = obs.verdict
+            if got is None or got not in RANK:
+                return "skip", f"not graded (status {obs.status})" if got is None else f"{got}: not ranked"
+            if got == "unexercised" and self.value != "unexercised":
+                # The cell never reached what it tests (no prefix hit, no draft): ranked
+                # as good it would hide the question, as bad it would invent an answer.
+                return "skip", "unexercised: the cell never reached what it tests"
+            hit = _cmp(self.op, RANK[got], RANK[str(self.value)])
+            return ("bad" if hit else "good"), f"verdict {got}"
         if self.kind in ("verdict", "status"):
             got = obs.verdict if self.kind == "verdict" else obs.status
             if self.kind == "verdict" and got is None:
@@ -106,12 +121,22 @@ class Predicate:
             bound = float(self.value) * good_ref
         else:
             bound = float(self.value)
-        hit = {"<": got_value < bound, "<=": got_value <= bound, ">": got_value > bound,
-               ">=": got_value >= bound}[self.op]
+        hit = _cmp(self.op, got_value, bound)
         return ("bad" if hit else "good"), f"{self.metric} {got_value:.3g} ({self.op} {bound:.3g}: {hit})"
 
 
+def _cmp(op: str, left: float, right: float) -> bool:
+    return {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
+
+
 def parse_predicate(text: str) -> Predicate:
+    if m := _ORDERED.match(text):
+        op, value = m.groups()
+        value = LEGACY_VERDICTS.get(value, value)
+        if value not in RANK or value not in VERDICTS:
+            raise BisectInputError("{predicate}: unknown verdict '{value}' to order by (known: {known})",
+                                   value=value, known=", ".join(v for v in VERDICTS if v in RANK))
+        return Predicate(text.strip(), "rank", op, value)
     if m := _EQ.match(text):
         kind, op, value = m.groups()
         if kind == "verdict":  # an old verdict name reads as the new one, as stored grades do
@@ -128,6 +153,6 @@ def parse_predicate(text: str) -> Predicate:
         factor = float(left_factor or right_factor or 1.0) if not bare_good else 1.0
         return Predicate(text.strip(), "metric", op, factor, relative=True, metric=metric)
     raise BisectInputError(
-        "{predicate}: cannot read '{text}'; use `verdict != clean`, `status == crashed` "
+        "{predicate}: cannot read '{text}'; use `verdict >= degraded`, `verdict != clean`, `status == crashed` "
         "or `METRIC < 0.9 * good` with METRIC one of {metrics}", text=text, metrics=", ".join(METRICS)
     )

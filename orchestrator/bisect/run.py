@@ -18,6 +18,7 @@ from packaging.version import Version
 from orchestrator.bisect.commits import DEFAULT_WHEEL_URL, commit_candidates, commit_recipe, commit_version, wheel_for
 from orchestrator.bisect.errors import BisectError, BisectInputError
 from orchestrator.bisect.evaluate import Phase, SweepEvaluator
+from orchestrator.bisect.predicate import DEFAULT as DEFAULT_PREDICATE
 from orchestrator.bisect.predicate import Observation, parse_predicate
 from orchestrator.bisect.releases import release_candidates
 from orchestrator.bisect.report import BisectReport, neighbours
@@ -35,7 +36,7 @@ class BisectRequest:
     cell: str
     good: str
     bad: str
-    predicate: str = "verdict != clean"
+    predicate: str = DEFAULT_PREDICATE
     repo: Path | None = None
     wheel_url: str | None = None
     find_fix: bool = False

@@ -18,6 +18,10 @@ from rich.text import Text
 from orchestrator.cli.common import DB_HELP, console, err, error_line, fail, open_store
 from orchestrator.paths import runs_dir
 
+# orchestrator.bisect.predicate.DEFAULT, spelled here so that --help loads no bisect
+# machinery (tests/test_bisect.py holds the two equal).
+DEFAULT_PREDICATE = "verdict >= degraded"
+
 if TYPE_CHECKING:  # imported by the command: loading the bisect machinery slows every other command
     from orchestrator.bisect import BisectReport, Step
 
@@ -100,8 +104,9 @@ def bisect(
     good: str = typer.Option(..., "--good", help="A release (or, with --repo, a tag/commit) that behaves well."),
     bad: str = typer.Option(..., "--bad", help="A release (or tag/commit) that shows the problem."),
     predicate: str = typer.Option(
-        "verdict != clean", "--predicate",
-        help="What is bad: `verdict != clean`, `status == crashed`, `decode_tps < 0.9 * good`."),
+        DEFAULT_PREDICATE, "--predicate",
+        help="What is bad: `verdict >= degraded` (worse than right answers; a `partial` is not bad, an "
+             "`unexercised` step is skipped), `verdict != clean`, `status == crashed`, `decode_tps < 0.9 * good`."),
     repo: Path | None = typer.Option(None, "--repo", help="A local vLLM clone: bisect commits between the tags."),
     wheel_url: str | None = typer.Option(
         None, "--wheel-url",
