@@ -99,18 +99,22 @@ def docker_sweep(base_image: str, tmp_path_factory: pytest.TempPathFactory):
     broken = tmp / "patches" / "broken"
     broken.mkdir(parents=True)
     shutil.copy(Path(__file__).parent / "data" / "broken.patch", broken / "0001-broken.patch")
+    # Undone however the setup ends: a build or sweep that raises here would otherwise
+    # leave every later test of the session reading patch sets from this folder.
     mp.setenv("VMATRIX_PATCHES_DIR", str(tmp / "patches"))
-    first = build_image(EngineRecipe("0.32.0"), OPTIONS, log=tmp / "build.log")
-    plan = expand(parse_spec(MATRIX, "docker.yaml"), "docker.yaml")
-    store = Store.open(tmp / "results.db")
-    steps: list = []
-    result = run_sweep(plan, store, store.create_sweep("docker-e2e", "docker.yaml", MATRIX), tmp / "logs",
-                       progress=lambda cell_id, step: steps.append((cell_id, step)))
-    result.steps = steps  # type: ignore[attr-defined]
-    again = build_image(EngineRecipe("0.32.0"), OPTIONS)
-    yield plan, store, result, first, again
-    ray.shutdown()
-    mp.undo()
+    try:
+        first = build_image(EngineRecipe("0.32.0"), OPTIONS, log=tmp / "build.log")
+        plan = expand(parse_spec(MATRIX, "docker.yaml"), "docker.yaml")
+        store = Store.open(tmp / "results.db")
+        steps: list = []
+        result = run_sweep(plan, store, store.create_sweep("docker-e2e", "docker.yaml", MATRIX), tmp / "logs",
+                           progress=lambda cell_id, step: steps.append((cell_id, step)))
+        result.steps = steps  # type: ignore[attr-defined]
+        again = build_image(EngineRecipe("0.32.0"), OPTIONS)
+        yield plan, store, result, first, again
+    finally:
+        ray.shutdown()
+        mp.undo()
 
 
 @pytest.mark.engine

@@ -58,13 +58,15 @@ def two_nodes():
     # default is not enough, and the raylet aborts.
     mp.setenv("RAY_agent_register_timeout_ms", "180000")
     mp.setenv("RAY_raylet_start_wait_time_s", "180")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1, "resources": {"head": 1}})
-    second = cluster.add_node(num_cpus=2, num_gpus=1, resources={"second_node": 1})
-    cluster.wait_for_nodes()
-    yield cluster, second
-    ray.shutdown()
-    cluster.shutdown()
-    mp.undo()
+    try:  # the environment restored even when the cluster does not come up
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1, "resources": {"head": 1}})
+        second = cluster.add_node(num_cpus=2, num_gpus=1, resources={"second_node": 1})
+        cluster.wait_for_nodes()
+        yield cluster, second
+        ray.shutdown()
+        cluster.shutdown()
+    finally:
+        mp.undo()
 
 
 def test_cells_spread_over_nodes_and_a_lost_nodes_cell_is_retried(two_nodes, tmp_path: Path) -> None:

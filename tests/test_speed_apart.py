@@ -24,12 +24,14 @@ RECORDED = Path(__file__).parent.parent / "docs" / "runs" / "gpu-h200-dflash2-0.
 runner = CliRunner()
 
 
-def _df1_runs(db: Path) -> list[tuple[int, str, int, str, float, float]]:
-    """(sweep, cell id, run id, newest verdict, accepted, drafted) of every ok df1 run."""
+def _df1_runs(db: Path, which: str = "max") -> list[tuple[int, str, int, str, float, float]]:
+    """(sweep, cell id, run id, verdict, accepted, drafted) of every ok df1 run: the newest
+    grade's verdict, or with ``which="min"`` the first (the one the run was recorded with;
+    grades are appended, and the stored DB has been regraded since)."""
     con = sqlite3.connect(db)
     rows = con.execute(
         "SELECT r.sweep_id, r.cell_id, r.id, g.verdict, s.counters FROM runs r JOIN cells c ON c.id = r.cell_id "
-        "JOIN grades g ON g.id = (SELECT max(id) FROM grades WHERE run_id = r.id) "
+        f"JOIN grades g ON g.id = (SELECT {which}(id) FROM grades WHERE run_id = r.id) "
         "JOIN run_samples s ON s.run_id = r.id WHERE r.status = 'ok' AND c.knobs LIKE '%qwen3next-df1%'").fetchall()
     con.close()
     out = []
@@ -44,7 +46,7 @@ def _df1_runs(db: Path) -> list[tuple[int, str, int, str, float, float]]:
 def regraded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, str, int, str, float, float]]]:
     db = tmp_path_factory.mktemp("speed") / "recorded.db"
     shutil.copy(RECORDED, db)
-    before = _df1_runs(db)
+    before = _df1_runs(db, "min")
     assert before and all(v == "degraded" for _, _, _, v, _, _ in before), "recorded under acceptance_low"
     for sweep in sorted({s for s, *_ in before}):
         result = runner.invoke(app, ["results", "regrade", str(sweep), "--db", str(db)])

