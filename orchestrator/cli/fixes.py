@@ -6,9 +6,11 @@ stored cell run, so an interrupted search resumes by running the same command ag
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
+from rich.console import Console
 from rich.text import Text
 
 from orchestrator.cli.common import DB_HELP, console, err, fail, open_store
@@ -51,5 +53,7 @@ def fixes(
         fail(f"Ray failed during a candidate ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
              "finished candidates are stored: run the same command again to resume")
         return
-    console.print(render_fixes(result.record))
+    # Piped (CI, a file) the table keeps its natural width rather than 80 columns of folded words.
+    out = console if console.is_terminal else Console(file=sys.stdout, width=400, color_system=None)
+    out.print(render_fixes(result.record))
     console.print(f"recorded as fixes {result.fixes_id} ({result.record.wall_s:.0f} s)", style="dim")
