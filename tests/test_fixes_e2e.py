@@ -10,15 +10,16 @@ three sweeps of six releases). It is recorded by a sweep on a fresh database, th
 
 runs from the matrix text that sweep stored:
 
-- FIX, the cold race's fix (images/patches/FIX, from the root-cause work on branch
-  cold-root), must turn the cell clean (or partial: answers as the control's, some claim
-  unmeasured) against the same control run;
+- FIX, the cold race's fix (images/patches/cpu-default-block-reset, from the root-cause
+  work on branch cold-root: the CPU platform resets the default block to 128 after the
+  hybrid alignment raised it to 384, so the scheduler's chunk split aligns to 128), must
+  turn the cell clean (or partial: answers as the control's, some claim unmeasured)
+  against the same control run;
 - cpu-mamba-align (torch ports of the align-mode kernels speculative decoding calls; this
   cell has none) leaves the race alone: still corrupt;
 - pr51113 has no variant for 0.32.0 (its fix is in the release): a row saying so, no engine.
 
-Until FIX is in images/patches the test is skipped, saying it waits on the fix. Engine
-venvs come from the shared cache (VMATRIX_CACHE); results and logs go to tmp.
+Engine venvs come from the shared cache (VMATRIX_CACHE); results and logs go to tmp.
 """
 
 from __future__ import annotations
@@ -39,14 +40,13 @@ from orchestrator.spec import load_spec
 pytestmark = pytest.mark.engine
 
 MATRIX = Path(__file__).resolve().parent.parent / "examples" / "fixes-cold-race.yaml"
-FIX = "cold-race-fix"  # the cold race's fix set, once branch cold-root delivers it
+FIX = "cpu-default-block-reset"  # the cold race's fix (branch cold-root, images/patches/cpu-default-block-reset)
 NO_FIX = "cpu-mamba-align"
 
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory: pytest.TempPathFactory):
-    if not (patches_dir() / FIX).is_dir():
-        pytest.skip(f"waits on the cold race's fix: no patch set {FIX} under {patches_dir()} yet")
+    assert (patches_dir() / FIX).is_dir(), f"no patch set {FIX} under {patches_dir()}"
     tmp = tmp_path_factory.mktemp("fixes-e2e")
     db = tmp / "results.db"
     store = Store.open(db)
