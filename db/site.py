@@ -53,7 +53,7 @@ from db.report import (
     legend,
     varying_knobs,
 )
-from db.store import BisectRecord, Store
+from db.store import BisectRecord, FixesRecord, Store
 from vmatrix.cells import direction
 
 STYLESHEET = "site.css"
@@ -166,6 +166,8 @@ class Slot:
     previous: str | None = None  # the release below with a result, if any
     change: str | None = None  # better / worse / changed, against that release
     bisects: list[BisectPage] = field(default_factory=list)  # between the two
+    # `vmatrix fixes` searches about any of its results' cells, with the DB each is in.
+    fixes: list[tuple[FixesRecord, Source]] = field(default_factory=list)
 
     @property
     def newest(self) -> Result:
@@ -537,11 +539,17 @@ def build_site(stores: Store | Sequence[Store], defaults: dict[str, Any] | None 
             # One DB: bisects/N.html as always; several number their bisects each from 1.
             name = str(r.id) if len(sources) == 1 else f"{source.key}-{r.id}"
             pages.append(BisectPage(r, source, name, None, None, *_range_link(r)))
+    fixes_of: dict[str, list[tuple[FixesRecord, Source]]] = defaultdict(list)
+    for source in sources:
+        for record in source.store.fixes():
+            fixes_of[record.cell_id].append((record, source))
     shape_of: dict[str, Shape] = {}
     counts: dict[str, int] = defaultdict(int)
     listed = 0
     for shape in (shape for stack in stacks for shape in stack.shapes):
         _mark_changes(shape, pages)
+        for slot in shape.rows():  # beside the cell's bisects: which patch set fixes it on this release
+            slot.fixes = [f for item in slot.results for f in fixes_of.get(item.view.cell.cell_id, ())]
         shape.charts = _charts(shape)
         for slot in shape.rows():
             counts[slot.result] += 1

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from db.models import (
     BisectRow,
     CellRow,
+    FixesRow,
     GradeRow,
     MetricRow,
     NoiseFloorRow,
@@ -125,6 +126,30 @@ class BisectRecord:
         return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
 
 
+@dataclass(frozen=True)
+class FixesRecord:
+    """What ``vmatrix fixes`` found for a cell, as the results DB keeps it (``fixes``;
+    ``db/models.FixesRow``). ``rows``: the cell as recorded first, then each candidate (see
+    ``orchestrator/fixes.py``, ``FixRow``)."""
+
+    cell_id: str
+    control_id: str | None
+    engine_label: str
+    release: str
+    candidates: list[str]
+    together: bool
+    rows: list[dict[str, Any]]
+    answer: str
+    wall_s: float
+    sweep_id: int | None = None
+    id: int | None = None  # set when read back
+    created_at: float | None = None
+
+    @classmethod
+    def from_row(cls, row: FixesRow) -> FixesRecord:
+        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets readers (the CLI) run alongside the orchestrator's writes; the busy timeout
@@ -190,6 +215,10 @@ class Store:
         with self.session.begin() as session:
             session.add(sweep)
         return sweep.id
+
+    def sweep(self, sweep_id: int) -> Sweep | None:
+        with self.session() as session:
+            return session.get(Sweep, sweep_id)
 
     def finish_sweep(self, sweep_id: int) -> None:
         with self.session.begin() as session:
@@ -306,6 +335,22 @@ class Store:
             stmt = stmt.where(BisectRow.new_cell_id == new_cell_id)
         with self.session() as session:
             return [BisectRecord.from_row(row) for row in session.scalars(stmt)]
+
+    def record_fixes(self, record: FixesRecord) -> int:
+        """Append what ``vmatrix fixes`` found; returns its id."""
+        values = {f.name: getattr(record, f.name) for f in fields(record) if f.name not in ("id", "created_at")}
+        row = FixesRow(**values, created_at=time.time())
+        with self.session.begin() as session:
+            session.add(row)
+        return row.id
+
+    def fixes(self, cell_id: str | None = None) -> list[FixesRecord]:
+        """Recorded fix searches, oldest first; only those about CELL_ID when given."""
+        stmt = select(FixesRow).order_by(FixesRow.id)
+        if cell_id is not None:
+            stmt = stmt.where(FixesRow.cell_id == cell_id)
+        with self.session() as session:
+            return [FixesRecord.from_row(row) for row in session.scalars(stmt)]
 
     def latest_grade(self, run_id: int) -> GradeRow | None:
         with self.session() as session:

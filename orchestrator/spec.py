@@ -630,17 +630,21 @@ def check_releases(spec: MatrixSpec, text: str, source: str) -> None:
             raise SpecError(f"{source}:{line}: engines[{i}].vllm: {problem}")
 
 
+def anchor_paths(spec: MatrixSpec, base: Path) -> MatrixSpec:
+    """Trace paths and patch folders/files are relative to the matrix file, wherever vmatrix
+    is run from: the spec with them made absolute against BASE (the file's folder)."""
+    workloads = [
+        w.model_copy(update={"trace": str((base / w.trace).resolve())}) if w.trace else w for w in spec.workloads
+    ]
+    return spec.model_copy(update={"workloads": workloads, "engines": [_anchor_patches(e, base) for e in spec.engines]})
+
+
 def load_spec(path: Path, check_index: bool = True) -> MatrixSpec:
     try:
         text = path.read_text()
     except OSError as exc:
         raise SpecError(f"{path}: cannot read matrix file: {exc.strerror}") from None
-    spec = parse_spec(text, str(path))
-    # Trace paths are relative to the matrix file, wherever vmatrix is run from.
-    workloads = [
-        w.model_copy(update={"trace": str((path.parent / w.trace).resolve())}) if w.trace else w for w in spec.workloads
-    ]
-    spec = spec.model_copy(update={"workloads": workloads, "engines": [_anchor_patches(e, path.parent) for e in spec.engines]})
+    spec = anchor_paths(parse_spec(text, str(path)), path.parent)
     if check_index:
         check_releases(spec, text, str(path))
     return spec

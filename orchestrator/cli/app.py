@@ -22,6 +22,7 @@ from orchestrator.cli.common import (
     open_store,
     use_index,
 )
+from orchestrator.cli.fixes import fixes
 from orchestrator.cli.images import images_app
 from orchestrator.cli.noise import results_noise
 from orchestrator.cli.regrade import results_regrade
@@ -52,6 +53,7 @@ results_app.command("regrade")(results_regrade)
 app.command("report")(report)
 app.command("publish")(publish)
 app.command("bisect")(bisect)
+app.command("fixes")(fixes)
 app.command("watch")(watch)
 
 EngineOpt = Annotated[list[str] | None, typer.Option(
@@ -390,7 +392,9 @@ def results_show(
     fmt: Annotated[str, typer.Option("--format", help="text (for a person) or json (every run, grade, "
                                      "fingerprint and timing, for machines).")] = "text",
 ) -> None:
-    """Show one cell (by id prefix): verdict and reason, first divergence, coverage, speed, log."""
+    """Show one cell (by id prefix): verdict and reason, first divergence, coverage, speed, log,
+    and the candidate fixes `vmatrix fixes` tried on it."""
+    import dataclasses
     import json
 
     from db.queries import show_cell
@@ -399,8 +403,11 @@ def results_show(
         fail(f"--format: '{fmt}' is not one of text, json")
     store = open_store(db)
     detail = show_cell(store, cell)
+    fixes = store.fixes(detail.cell_id)
     if fmt == "json":
-        console.print_json(json.dumps(detail, default=lambda o: o.__dict__))
+        data = {**json.loads(json.dumps(detail, default=lambda o: o.__dict__)),
+                "fixes": [dataclasses.asdict(f) for f in fixes]}
+        console.print_json(json.dumps(data))
         return
     from db.evidence import expectations_for
     from db.reads import metric_totals_for
@@ -409,7 +416,7 @@ def results_show(
     newest = detail.runs[0].summary.run_id if detail.runs else None
     counters = metric_totals_for(store, [r.summary.run_id for r in detail.runs])
     expect = expectations_for(store, newest) if newest is not None else {}
-    console.print(render_cell(detail, counters, expect))
+    console.print(render_cell(detail, counters, expect, fixes))
 
 
 @results_app.command("table")

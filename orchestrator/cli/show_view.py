@@ -10,7 +10,7 @@ document, fingerprint included, is `--format json`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -188,9 +188,10 @@ def _acceptance(counters: Mapping[str, float]) -> RenderableType | None:
 
 
 def render_cell(detail: CellDetail, counters: Mapping[int, Mapping[str, float]] | None = None,
-                expect_by_key: Mapping[str, Any] | None = None) -> RenderableType:
+                expect_by_key: Mapping[str, Any] | None = None, fixes: Sequence[Any] = ()) -> RenderableType:
     """The human view of ``detail``; ``counters`` are each run's summed engine counters
-    (db.reads.metric_totals_for), ``expect_by_key`` the newest run's expected answers."""
+    (db.reads.metric_totals_for), ``expect_by_key`` the newest run's expected answers,
+    ``fixes`` the candidate-fix searches recorded for the cell (db.store.FixesRecord)."""
     counters = counters or {}
     run = detail.runs[0] if detail.runs else None
     run_counters = counters.get(run.summary.run_id, {}) if run is not None else {}
@@ -211,4 +212,8 @@ def render_cell(detail: CellDetail, counters: Mapping[int, Mapping[str, float]] 
                 s = r.summary
                 older.add_row(str(s.run_id), s.status, s.verdict or "-", f"{s.total_s:.0f}s")
             parts += [Text(""), older]
+    for record in fixes:  # `vmatrix fixes`: which patch set turns this cell clean, oldest first
+        from orchestrator.cli.fixes_view import render_fixes
+
+        parts += [Text(""), render_fixes(record)]
     return Group(*parts)
