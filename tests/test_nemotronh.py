@@ -178,3 +178,21 @@ def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is
     assert "\n" not in str(err.value) and "not trained yet" in str(err.value)
     assert "vmatrix canary build tiny-nemotronh --train" in str(err.value)
     assert not (tmp_path / "cache" / "canaries").exists(), "nothing was built"
+
+
+def test_the_gpu_plan_runs_the_tiny_nemotronh_recipe_at_six_seeds() -> None:
+    """benchmarks/nemotronh-plan.txt (the next H200 call's candidates) is the recipe in
+    CANARIES, seed and device aside: the winner is shipped by writing its seed into the
+    recipe, so no other argument may differ from what the repository's recipe says."""
+    import shlex
+
+    plan = Path(__file__).resolve().parent.parent / "benchmarks" / "nemotronh-plan.txt"
+    lines = [line for line in plan.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    recipe = {k: v for k, v in CANARIES["tiny-nemotronh"].items() if k != "device"}
+    seeds = []
+    for line in lines:
+        name, *args = shlex.split(line)
+        seed = args[args.index("--seed") + 1]
+        seeds.append(int(seed))
+        assert args == builder_argv(Path("python"), Path("out"), recipe | {"seed": int(seed)})[3:], name
+    assert sorted(seeds) == list(range(6))
