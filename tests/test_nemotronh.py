@@ -127,7 +127,7 @@ def test_the_nemotronh_checkpoint_is_what_vllm_loads_with_a_frozen_long_memory_d
     assert out == [pattern, "*", str(len(pattern))]
 
     # Long memory: per-token decay exp(-exp(A_log) * softplus(dt_bias)) at dt = 0 is
-    # 0.966..0.997 (transformers' own init: 0.04..0.3, a state that forgets every token).
+    # 0.966..0.997, the GDN canary's range (transformers' own Mamba2 init mixes 0.67..0.999).
     mamba = [i for i, k in enumerate(pattern) if k == "M"]
     names = [f"backbone.layers.{i}.mixer.{p}" for i in mamba for p in ("A_log", "dt_bias")]
     before = _tensors(python, tmp_path / "untrained", [*names, "backbone.layers.0.mixer.in_proj.weight"])

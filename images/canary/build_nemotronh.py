@@ -17,9 +17,10 @@ Why the choices below (the Mamba2 equivalents of build_canary.py's):
   tells positions apart only by what the recurrent layers wrote into them;
 - ``A_log`` ~ log U(0.005, 0.05) and ``dt_bias`` = 0, frozen in training: Mamba2's
   per-token decay is exp(-exp(A_log) * softplus(dt + dt_bias)), GDN's formula, so at
-  dt = 0 it is 0.966..0.997, as in the GDN canary. transformers' init (A_log = log 1..H,
-  dt_bias = 1) gives 0.04..0.3 a token: a state that forgets everything, and a canary
-  blind to a corrupted carried state;
+  dt = 0 it is 0.966..0.997, the GDN canary's range, and training cannot shorten the
+  memory (a state that forgets cannot be corrupted visibly). transformers' own Mamba2 init
+  (A = 1..H, softplus(dt_bias) log-uniform in [time_step_min, 0.1]) is 0.67..0.999 a
+  token at H = 4, a mix of short and long heads that training would be free to move;
 - ``conv_kernel`` 4: the causal conv sees 4 tokens, a name is 5, so no conv window holds
   a whole name and recall goes through the SSM state;
 - Mamba2 head dim 64 and state size 128, one group: the dims of the released Nemotron-H
