@@ -9,9 +9,11 @@ save ``resume.pt``; each candidate's folder comes back as ``OUT/NAME.tar``, and 
 call continues them (``--from`` a folder holding those tars).
 
     python3 benchmarks/canary_gpu.py OUT --deadline 540 [--from DIR] --plan benchmarks/canary-plan.txt
+    python3 benchmarks/canary_gpu.py OUT --builder images/canary/build_nemotronh.py --plan benchmarks/nemotronh-plan.txt
 
-Each candidate: a name, then images/canary/build_canary.py arguments (``--device cuda``
-is added); its log is ``train.log`` in its folder. The host needs torch and transformers.
+Each candidate: a name, then the builder's arguments (images/canary/build_canary.py, or
+``--builder``'s; ``--device cuda`` is added); its log is ``train.log`` in its folder. The
+host needs torch and transformers.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def main() -> None:
     p.add_argument("--deadline", type=float, default=540, help="seconds from start to stop everything")
     p.add_argument("--device", default="cuda")
     p.add_argument("--grace", type=float, default=60, help="seconds the others run on after one escapes")
+    p.add_argument("--builder", type=Path, default=BUILDER, help="the canary builder the candidates run")
     p.add_argument("--from", dest="origin", type=Path, default=None, help="folder of NAME.tar from an earlier call")
     a = p.parse_args()
     t0 = time.time()
@@ -91,11 +94,18 @@ def main() -> None:
         for c in back:
             with tarfile.open(a.origin / f"{c.name}.tar") as tar:
                 tar.extractall("/tmp", filter="data")
-        cands = back
+            c.read()
+        escaped = [c for c in back if c.escaped_at is not None]
+        cands = escaped or back
     for c in cands:
         resume = ["--resume"] if (c.folder / "resume.pt").is_file() else []
+        if not resume and (c.folder / "model.safetensors").is_file():
+            # Finished in an earlier call (the builder writes the weights last and removes
+            # resume.pt): its folder comes back as it is, not trained again from scratch.
+            print(f"{c.name}: finished earlier", flush=True)
+            continue
         c.folder.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, str(BUILDER), str(c.folder), "--device", a.device, *c.args, *resume]
+        argv = [sys.executable, str(a.builder), str(c.folder), "--device", a.device, *c.args, *resume]
         with c.log.open("a") as log:
             c.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         print(f"{c.name}: started{' (resumed)' if resume else ''}", flush=True)

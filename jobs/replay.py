@@ -133,12 +133,20 @@ def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamC
             clock.last = now
         end = None
         for n, item in enumerate(items):
+            tops = [t["logprob"] for t in item.get("top_logprobs") or ()]
+            if item["logprob"] is None or None in tops:
+                # vLLM writes a NaN logprob as null in a stream (a non-streamed answer is
+                # refused: "Out of range float values are not JSON compliant"): the
+                # model's logits are NaN, and the request has no answer to grade.
+                rec.error = (f"the engine returned a null (NaN) logprob at generated token "
+                             f"{len(rec.token_ids)} (token {item['token']})")
+                return False
             token = _token_id(item["token"])
             if end is None and token in end_tokens and rec.answer_chars is None:
                 end = n
             rec.token_ids.append(token)
             rec.logprobs.append(item["logprob"])
-            tops = sorted((t["logprob"] for t in item.get("top_logprobs") or ()), reverse=True)
+            tops.sort(reverse=True)
             rec.margins.append(tops[0] - tops[1] if len(tops) > 1 else None)
         content = choice["delta"].get("content") if "delta" in choice else choice.get("text")
         if end is not None:

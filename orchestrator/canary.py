@@ -33,6 +33,9 @@ from vmatrix.errors import CanaryError
 BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
 CORPUS = BUILDER.with_name("corpus.py")
 DRAFTER_BUILDER = BUILDER.with_name("build_drafter.py")
+# Nemotron-H (Mamba2) canaries: their builder imports build_canary.py's tokenizer, curriculum
+# and training loop, so both builders' bytes are their recipe's identity.
+NEMOTRONH_BUILDER = BUILDER.with_name("build_nemotronh.py")
 SHIPPED = BUILDER.with_name("shipped")
 META = "vmatrix-canary.json"  # in a canary's folder: its recipe, file digests and what its build measured
 
@@ -54,6 +57,33 @@ CANARIES: dict[str, dict[str, Any]] = {
         "report_lengths": "1500,10000,20000",
     },
     "random-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024},
+    # The second family (issue 41): Mamba2 mixers and attention, build_nemotronh.py. The
+    # curriculum is tiny-qwen3next's (same tokens, same lengths); not trained yet (PENDING).
+    "tiny-nemotronh": {
+        "seed": 1, "hidden": 128, "pattern": "M-M-M-*-", "vocab": 1024, "device": "cuda",
+        "stage": ["lines=2-12 batch=64 steps=4000 lr=3e-3 until=0.05",
+                  "lines=12-120 batch=16 steps=600 lr=2e-3",
+                  "lines=120-600 batch=4 steps=400 lr=1.5e-3 turns=16",
+                  "lines=600-1700 batch=2 steps=220 lr=1e-3 turns=24"],
+        "mtp_stage": ["lines=4-120 batch=16 steps=500 lr=2e-3",
+                      "lines=120-600 batch=4 steps=150 lr=1e-3 turns=16"],
+        "report_lengths": "1500,10000,20000",
+    },
+    # Untrained, built in seconds on the CPU: whether an engine loads and serves the
+    # architecture at all, before tiny-nemotronh is trained.
+    "random-nemotronh": {"seed": 0, "hidden": 128, "pattern": "M-M-M-*-", "vocab": 1024},
+}
+
+# The builder of each canary not written by build_canary.py.
+CANARY_BUILDERS: dict[str, Path] = {"tiny-nemotronh": NEMOTRONH_BUILDER, "random-nemotronh": NEMOTRONH_BUILDER}
+
+# Trained recipes whose checkpoint is not shipped yet, and why: asked for, they say so in
+# one line instead of training behind the user's back. An entry leaves when its canary is
+# shipped (tests/test_canary.py holds both ways).
+PENDING: dict[str, str] = {
+    "tiny-nemotronh": "not trained yet (issue 41): it needs a GPU; train it with "
+                      "`vmatrix canary build tiny-nemotronh --train` on one (images/canary/README.md, "
+                      "'tiny-nemotronh') and ship it; `canary: random-nemotronh` serves the untrained architecture",
 }
 
 # name -> build_drafter.py arguments: tiny DFlash / DFlash2 drafters (vLLM's
@@ -75,7 +105,8 @@ DRAFTERS: dict[str, dict[str, Any]] = {
 # so speculative acceptance is ~0% on any healthy engine (0.2-1.3% measured,
 # shared/ENGINES.md): reported in evidence, never blamed. The trained canary's head is
 # trained, so a stuck acceptance rate there is the stack's fault.
-CANARY_EXCUSED_SYMPTOMS: dict[str, tuple[str, ...]] = {"random-qwen3next": ("acceptance_low",)}
+CANARY_EXCUSED_SYMPTOMS: dict[str, tuple[str, ...]] = {"random-qwen3next": ("acceptance_low",),
+                                                        "random-nemotronh": ("acceptance_low",)}
 
 
 def excused_symptoms(model_name: str) -> tuple[str, ...]:
@@ -101,7 +132,10 @@ def canary_recipe(name: str) -> dict[str, Any]:
         return {"name": name, "args": DRAFTERS[name], "builder": code}
     if name not in CANARIES:
         raise CanaryError(f"unknown canary '{name}' (known: {', '.join(CANARIES)})")
-    code = hashlib.sha256(BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()
+    # build_canary.py's canaries: its bytes and the corpus' (as they always were, so their
+    # shipped checkpoints keep their recipe); another builder's bytes come first.
+    code = hashlib.sha256((CANARY_BUILDERS[name].read_bytes() if name in CANARY_BUILDERS else b"")
+                          + BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()
     return {"name": name, "args": CANARIES[name], "builder": code}
 
 
@@ -285,6 +319,8 @@ def ensure_canary(name: str, python: Path, log: Path | None = None, train: bool 
         found = canary_dir(name)
         if (found / "config.json").is_file():
             return found
+        if name in PENDING and shipped_dir(name) is None:
+            raise CanaryError(f"canary '{name}': {PENDING[name]}")
         if needs_training(name):
             raise CanaryError(
                 f"canary '{name}': no shipped checkpoint made by this recipe ({SHIPPED / name} is missing, or the "
@@ -304,7 +340,7 @@ def ensure_canary(name: str, python: Path, log: Path | None = None, train: bool 
             argv = builder_argv(python, tmp, args, DRAFTER_BUILDER)
         else:
             args = dict(CANARIES[name]) | ({"device": device} if device else {})
-            argv = builder_argv(python, tmp, args)
+            argv = builder_argv(python, tmp, args, CANARY_BUILDERS.get(name, BUILDER))
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
         lines: list[str] = []
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:

