@@ -25,6 +25,7 @@ from orchestrator.cli.common import (
 from orchestrator.cli.images import images_app
 from orchestrator.cli.noise import results_noise
 from orchestrator.cli.regrade import results_regrade
+from orchestrator.cli.repro import repro
 from orchestrator.cli.results import publish, report, results_extra
 from orchestrator.cli.traces import traces_app
 from orchestrator.cli.watch import watch
@@ -53,6 +54,7 @@ app.command("report")(report)
 app.command("publish")(publish)
 app.command("bisect")(bisect)
 app.command("watch")(watch)
+app.command("repro")(repro)
 
 EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", help="Only the cells of this engine (a version or label); repeat for more.")]
