@@ -204,3 +204,23 @@ def test_a_cell_that_is_not_corrupt_is_refused(tmp_path: Path) -> None:
     assert "a control" in result.output
     bad = CliRunner().invoke(app, ["shrink", CELL, "--db", str(db), "--k", "4", "--n", "3"])
     assert bad.exit_code == 2 and "--k 4: between 1 and --n (3)" in bad.output
+
+
+def test_the_search_keeps_the_units_that_went_wrong_and_asks_them_alone_first() -> None:
+    from orchestrator.shrink import around
+    from orchestrator.shrink.units import Unit
+
+    found = [Unit(f"s{i}", frozenset({f"s{i}/0", f"s{i}/1"})) for i in range(16)]
+    asked: list[list[str]] = []
+
+    def fails(chosen: list[Unit]) -> bool:
+        asked.append([u.name for u in chosen])
+        return {"s9", "s10"} <= {u.name for u in chosen}
+
+    kept = around(found, {"s10/1"}, fails)
+    assert [u.name for u in kept] == ["s9", "s10"]
+    assert asked[0] == ["s10"]  # the unit that went wrong, alone, first
+    assert all("s10" in a for a in asked)  # and never left out
+    plain: list[list[str]] = []
+    assert [u.name for u in around(found, set(), lambda c: plain.append(c) or {"s9", "s10"} <= {u.name for u in c})] == ["s9", "s10"]
+    assert len(asked) < len(plain)  # knowing where it went wrong saves probes (engine runs)

@@ -30,7 +30,7 @@ from orchestrator.matrix import expand
 from orchestrator.recorded import Recorded, load_recorded
 from orchestrator.runtimes import Runtime
 from orchestrator.shrink.ddmin import ddmin
-from orchestrator.shrink.probe import PREDICATE, Prober, ProbeResult
+from orchestrator.shrink.probe import PREDICATE, Prober, ProbeResult, wrong_keys
 from orchestrator.shrink.units import LEVELS, Unit, units
 from orchestrator.spec import Grading, Knobs, MatrixSpec, SpecError, Timeouts, load_spec, parse_spec
 from vmatrix.errors import InputError
@@ -89,10 +89,12 @@ def shrink(store: Store, cell_ref: str, settings: Settings, out: Path, work: Pat
     keep = list(all_keys)
     probes: list[ProbeResult] = []
     last_fail: ProbeResult | None = None
+    # Where the search looks first: the requests the recorded run got wrong, then the last failing probe's.
+    diverged = wrong_keys(recorded.evidence)
     status, error = "done", None
 
     def fails(chosen: list[Unit], level: str) -> bool:
-        nonlocal last_fail
+        nonlocal last_fail, diverged
         if settings.max_probes is not None and len(probes) >= settings.max_probes:
             raise _Budget
         wanted = set().union(*(u.keys for u in chosen))
@@ -100,6 +102,7 @@ def shrink(store: Store, cell_ref: str, settings: Settings, out: Path, work: Pat
         probes.append(result)
         if result.fails and (last_fail is None or result.requests <= last_fail.requests):
             last_fail = result
+            diverged = result.diverged or diverged
         if on_probe is not None:
             on_probe(result, len(keep))
         return result.fails
@@ -109,9 +112,12 @@ def shrink(store: Store, cell_ref: str, settings: Settings, out: Path, work: Pat
             found = units(recorded.workload, level, keep)
             if len(found) < 2:
                 continue
-            # Few coarse units (a race's repeats): each alone first, as a repeat often fails by itself.
-            start = len(found) if level == "groups" and len(found) <= 4 else 2
-            kept_units = ddmin(found, lambda chosen, level=level: fails(chosen, level), start)
+            if level == "groups":
+                # Few coarse units (a race's repeats): each alone first, as a repeat often fails by itself.
+                start = len(found) if len(found) <= 4 else 2
+                kept_units = ddmin(found, lambda chosen, level=level: fails(chosen, level), start)
+            else:
+                kept_units = around(found, diverged, lambda chosen, level=level: fails(chosen, level))
             wanted = set().union(*(u.keys for u in kept_units))
             keep = [key for key in all_keys if key in wanted]
     except _Budget:
@@ -130,6 +136,25 @@ def shrink(store: Store, cell_ref: str, settings: Settings, out: Path, work: Pat
     store.record_shrink(record)
     store.finish_sweep(sweep_id)
     return record
+
+
+def around(found: list[Unit], diverged: set[str], fails: Callable[[list[Unit]], bool]) -> list[Unit]:
+    """ddmin, better informed: the units holding a request that went wrong are kept (the
+    failure was seen there), and ddmin removes what it can of the others; those units alone
+    are tried first. Without such units, plain ddmin."""
+    pinned = [u for u in found if u.keys & diverged]
+    rest = [u for u in found if not u.keys & diverged]
+    if not pinned or not rest:
+        return ddmin(found, fails)
+    if fails(pinned):
+        return ddmin(pinned, fails) if len(pinned) > 1 else pinned
+    kept = ddmin(rest, lambda chosen: fails(_in_order(found, pinned + chosen)))
+    return _in_order(found, pinned + kept)
+
+
+def _in_order(found: list[Unit], chosen: list[Unit]) -> list[Unit]:
+    wanted = {id(u) for u in chosen}
+    return [u for u in found if id(u) in wanted]
 
 
 def _keys_of(prober: Prober, result: ProbeResult, all_keys: list[str]) -> list[str]:

@@ -46,6 +46,8 @@ class ProbeResult:
     fails: bool = False
     reused: int = 0  # recorded runs read back (the control's included)
     ran: int = 0  # engine runs started for this probe (the control's included)
+    # Requests that went wrong (divergent or missing) in its corrupt runs: where the search looks first.
+    diverged: set[str] = field(default_factory=set)
 
     @property
     def failures(self) -> int:
@@ -54,7 +56,7 @@ class ProbeResult:
     def to_json(self) -> dict[str, object]:
         return {"level": self.level, "cell_id": self.cell_id, "control_id": self.control_id, "requests": self.requests,
                 "verdicts": self.verdicts, "failures": self.failures, "fails": self.fails, "reused": self.reused,
-                "ran": self.ran}
+                "ran": self.ran, "diverged": sorted(self.diverged)}
 
 
 def served_model(cell: Cell) -> ModelRef:
@@ -72,6 +74,11 @@ def served_model(cell: Cell) -> ModelRef:
 
 
 Say = Callable[[str], None]
+
+
+def wrong_keys(evidence: dict) -> set[str]:
+    """The requests a grade found wrong at a clear margin or unanswered (its ``divergent`` list)."""
+    return {d["key"] for d in evidence.get("divergent") or () if isinstance(d, dict) and "key" in d}
 
 
 class Prober:
@@ -109,8 +116,8 @@ class Prober:
         control, cell = made
         return cell, control, text
 
-    def _run(self, cell: Cell, label: str) -> str:
-        """One engine run of ``cell``, recorded and graded; its verdict."""
+    def _run(self, cell: Cell, label: str) -> tuple[str, set[str]]:
+        """One engine run of ``cell``, recorded and graded; its verdict and wrong requests."""
         self.say(f"{label}: starting the engine")
         outcome = run_cell(cell, self.logs, self.timeouts, report=lambda _cell, phase: self.say(f"{label}: {phase}"),
                            runtime=self.runtime, progress=self.progress)
@@ -118,16 +125,17 @@ class Prober:
         run_id = self.store.record_run(self.sweep_id, outcome)
         grade = grade_cell(self.store, cell, outcome, self.grading, self.sweep_id)
         self.store.record_grade(run_id, grade)
-        return grade.verdict
+        return grade.verdict, wrong_keys(grade.evidence)
 
-    def _recorded_verdicts(self, cell_id: str) -> list[str]:
-        """The verdicts of the cell's recorded runs, oldest first (each run's newest grade)."""
+    def _recorded_verdicts(self, cell_id: str) -> list[tuple[str, set[str]]]:
+        """The verdicts and wrong requests of the cell's recorded runs, oldest first (each
+        run's newest grade)."""
         runs = sorted(self.store.ok_runs(cell_id, limit=1000), key=lambda r: r.id)
         out = []
         for run in runs:
             grade = self.store.latest_grade(run.id)
             if grade is not None and grade.verdict not in ("ungraded",):
-                out.append(grade.verdict)
+                out.append((grade.verdict, wrong_keys(grade.evidence)))
         return out
 
     def probe(self, keep: Iterable[str], level: str) -> ProbeResult:
@@ -139,16 +147,20 @@ class Prober:
         if self.store.ok_runs(control.id, limit=1):
             result.reused += 1
         else:
-            verdict = self._run(control, f"probe {cell.id[:8]} control")
+            verdict, _ = self._run(control, f"probe {cell.id[:8]} control")
             result.ran += 1
             if verdict != "control":
                 raise NotFoundError(f"probe {cell.id}: its control did not run ({verdict}); see `vmatrix results "
                                     f"show {control.id[:12]}`")
         recorded = self._recorded_verdicts(cell.id)[:self.n]
         result.reused += len(recorded)
-        result.verdicts = list(recorded)
+        for verdict, wrong in recorded:
+            result.verdicts.append(verdict)
+            result.diverged |= wrong if verdict == "corrupt" else set()
         while result.failures < self.k and result.failures + (self.n - len(result.verdicts)) >= self.k:
-            result.verdicts.append(self._run(cell, f"probe {cell.id[:8]} run {len(result.verdicts) + 1}/{self.n}"))
+            verdict, wrong = self._run(cell, f"probe {cell.id[:8]} run {len(result.verdicts) + 1}/{self.n}")
+            result.verdicts.append(verdict)
+            result.diverged |= wrong if verdict == "corrupt" else set()
             result.ran += 1
         result.fails = result.failures >= self.k
         self.reused_runs += result.reused
