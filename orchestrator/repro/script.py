@@ -278,7 +278,7 @@ def run_once(args: argparse.Namespace, flags: list[str], label: str, logs: Path)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--model", default=MODEL, help="the model folder (default: %(default)s)")
-    parser.add_argument("--vllm-python", default=sys.executable,
+    parser.add_argument("--vllm-python", "--python", default=sys.executable,
                         help="python of the venv holding vLLM (default: this one)")
     parser.add_argument("--vllm", help="command that starts the server instead, e.g. 'vllm serve'")
     parser.add_argument("--port", type=int, default=0, help="port for the engine (default: a free one)")
