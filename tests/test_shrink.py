@@ -52,6 +52,13 @@ def test_ddmin_finds_a_one_minimal_set() -> None:
 
     assert ddmin(list(range(16)), fails) == [3, 11]
     assert len(asked) == len({tuple(a) for a in asked}), "a set was tested twice"
+    late = [a for i, a in enumerate(asked)
+            if any(set(a) < set(p) and not {3, 11}.issubset(p) for p in asked[:i])]
+    assert not late, "a part of a set that had passed was tested"
+    # Without the monotone shortcut, ddmin asks such parts (and finds the same answer).
+    plain: list[list[int]] = []
+    assert ddmin(list(range(16)), lambda xs: plain.append(xs) or {3, 11}.issubset(xs), monotone=False) == [3, 11]
+    assert len(plain) > len(asked)
     assert ddmin(list(range(4)), lambda xs: 2 in xs, start=4) == [2]
     assert ddmin([1, 2], lambda xs: len(xs) == 2) == [1, 2]  # nothing can go
 
