@@ -91,6 +91,7 @@ def shrink(store: Store, cell_ref: str, settings: Settings, out: Path, work: Pat
     last_fail: ProbeResult | None = None
     # Where the search looks first: the requests the recorded run got wrong, then the last failing probe's.
     diverged = wrong_keys(recorded.evidence)
+    passed: list[set[str]] = []  # the request keys of each probe that passed
     status, error = "done", None
 
     def fails(chosen: list[Unit], level: str) -> bool:
@@ -98,8 +99,14 @@ def shrink(store: Store, cell_ref: str, settings: Settings, out: Path, work: Pat
         if settings.max_probes is not None and len(probes) >= settings.max_probes:
             raise _Budget
         wanted = set().union(*(u.keys for u in chosen))
+        if any(wanted <= p for p in passed):
+            # Monotone across levels too: part of a workload that passed is taken to pass
+            # (a resend alone, once its session passed with its cold prompt).
+            return False
         result = prober.probe([key for key in all_keys if key in wanted], level)
         probes.append(result)
+        if not result.fails:
+            passed.append(wanted)
         if result.fails and (last_fail is None or result.requests <= last_fail.requests):
             last_fail = result
             diverged = result.diverged or diverged
