@@ -108,10 +108,14 @@ class Engine:
                 continue
 
 
-def post(port: int, path: str, body: dict, timeout_s: float) -> http.client.HTTPResponse:
+def connect(port: int, timeout_s: float) -> http.client.HTTPConnection:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    conn.connect()
+    return conn
+
+
+def post(conn: http.client.HTTPConnection, path: str, body: dict) -> None:
     conn.request("POST", path, json.dumps(body, ensure_ascii=False).encode(), {"content-type": "application/json"})
-    return conn.getresponse()
 
 
 def token_id(token: str) -> int:
@@ -119,26 +123,35 @@ def token_id(token: str) -> int:
     return int(token.rsplit(":", 1)[1]) if token.startswith("token_id:") else -1
 
 
-def send(port: int, request: dict, timeout_s: float) -> dict:
-    """One request as the recorded replay sent it, streamed; its token ids and the top-1
-    minus top-2 logprob at each (the margin a difference is judged at)."""
+def prepare(port: int, request: dict, timeout_s: float) -> tuple[str, dict, dict]:
+    """The path and body of one request as the recorded replay sent it, and its record."""
     out: dict = {"key": request["key"], "tokens": [], "margins": [], "text": "", "error": None}
     body = {"model": SERVED_NAME, **SAMPLING, "stream": True, "stream_options": {"include_usage": True}}
+    if API == "chat":
+        return "/v1/chat/completions", body | {"messages": request["messages"], "logprobs": True,
+                                               "top_logprobs": TOP_LOGPROBS}, out
+    # What the replay does for the completions API: the engine's own chat template renders
+    # the messages (/tokenize), the ids go to /v1/completions.
     try:
-        if API == "chat":
-            path = "/v1/chat/completions"
-            body |= {"messages": request["messages"], "logprobs": True, "top_logprobs": TOP_LOGPROBS}
-        else:
-            # What the replay does for the completions API: the engine's own chat template
-            # renders the messages (/tokenize), the ids go to /v1/completions.
-            resp = post(port, "/tokenize", {"model": SERVED_NAME, "messages": request["messages"],
-                                            "add_generation_prompt": True}, timeout_s)
-            if resp.status != 200:
-                out["error"] = f"tokenize: HTTP {resp.status}: {resp.read()[:300]!r}"
-                return out
-            path = "/v1/completions"
-            body |= {"prompt": json.loads(resp.read())["tokens"], "logprobs": TOP_LOGPROBS}
-        resp = post(port, path, body, timeout_s)
+        conn = connect(port, timeout_s)
+        post(conn, "/tokenize", {"model": SERVED_NAME, "messages": request["messages"], "add_generation_prompt": True})
+        resp = conn.getresponse()
+        answer = resp.read()
+        conn.close()
+    except (OSError, http.client.HTTPException) as exc:
+        out["error"] = f"tokenize: {type(exc).__name__}: {exc}"
+        return "", {}, out
+    if resp.status != 200:
+        out["error"] = f"tokenize: HTTP {resp.status}: {answer[:300]!r}"
+        return "", {}, out
+    return "/v1/completions", body | {"prompt": json.loads(answer)["tokens"], "logprobs": TOP_LOGPROBS}, out
+
+
+def receive(conn: http.client.HTTPConnection, out: dict) -> dict:
+    """One streamed answer: its token ids and the top-1 minus top-2 logprob at each (the
+    margin a difference is judged at)."""
+    try:
+        resp = conn.getresponse()
         if resp.status != 200:
             out["error"] = f"HTTP {resp.status}: {resp.read()[:300]!r}"
             return out
@@ -171,23 +184,34 @@ def send(port: int, request: dict, timeout_s: float) -> dict:
         out["text"] = "".join(text)
     except (OSError, http.client.HTTPException, ValueError) as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
     return out
 
 
 def replay(port: int, timeout_s: float) -> dict[str, dict]:
-    """Every phase in order; a phase's requests go out at once (one thread each, released
-    together), as the recorded run sent them: concurrent prefills are the point."""
+    """Every phase in order. A phase's requests go out at once and in their recorded order,
+    as the replay sends them (it starts each request in turn without waiting for any answer):
+    each is written to its own connection, one after the other, before any answer is read;
+    then one thread per request reads its stream. The order matters: which prompt's prefill
+    chunk ends where depends on the order the engine receives them."""
     answers: dict[str, dict] = {}
     for phase in PHASES:
         requests = phase["requests"]
-        gate = threading.Barrier(len(requests))
-        results: list[dict] = [{} for _ in requests]
-
-        def one(i: int, request: dict, gate: threading.Barrier = gate, results: list[dict] = results) -> None:
-            gate.wait()
-            results[i] = send(port, request, timeout_s)
-
-        threads = [threading.Thread(target=one, args=(i, r)) for i, r in enumerate(requests)]
+        prepared = [prepare(port, r, timeout_s) for r in requests]
+        sent: list[tuple[http.client.HTTPConnection | None, dict]] = []
+        conns = []
+        for path, _, out in prepared:
+            conns.append(connect(port, timeout_s) if path and not out["error"] else None)
+        for conn, (path, body, out) in zip(conns, prepared):
+            if conn is not None:
+                try:
+                    post(conn, path, body)
+                except (OSError, http.client.HTTPException) as exc:
+                    out["error"], conn = f"{type(exc).__name__}: {exc}", None
+            sent.append((conn, out))
+        results: list[dict] = [out for _, out in sent]
+        threads = [threading.Thread(target=receive, args=(conn, out)) for conn, out in sent if conn is not None]
         for t in threads:
             t.start()
         for t in threads:

@@ -69,7 +69,8 @@ def shrink(store: Store, cell_ref: str, settings: Settings, out: Path, work: Pat
            on_probe: Callable[[ProbeResult, int], None] | None = None) -> ShrinkRecord:
     """Shrink the cell ``cell_ref`` names; write the minimal workload's matrix to ``out`` (its
     trace beside it) and record the answer. ``work``: probe traces and engine logs.
-    ``on_probe(result, kept)``: after each probe, with the requests kept so far."""
+    ``on_probe(result, kept)``: after each probe, with the requests of the smallest failing
+    probe so far (the recorded workload's before one fails)."""
     started = time.monotonic()
     k, n = settings.k, settings.n
     if not 1 <= k <= n:
@@ -111,7 +112,8 @@ def shrink(store: Store, cell_ref: str, settings: Settings, out: Path, work: Pat
             last_fail = result
             diverged = result.diverged or diverged
         if on_probe is not None:
-            on_probe(result, len(keep))
+            # What has been shown to fail so far: the smallest failing probe's requests.
+            on_probe(result, last_fail.requests if last_fail is not None else len(keep))
         return result.fails
 
     try:
