@@ -320,3 +320,37 @@ class FixesRow(Base):
     sweep_id: Mapped[int | None] = mapped_column(ForeignKey("sweeps.id"))  # the sweep the candidates ran in
     wall_s: Mapped[float] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class ShrinkRow(Base):
+    """What one `vmatrix shrink` found: the smallest part of a cell's workload that still
+    failed in k of n engine runs, beside the cell it shrank.
+
+    Each probe is a recorded cell of its own (its runs and grades are the evidence; a
+    re-run of the shrink reads them back); this row keeps the search's answer, the probes
+    in the order it asked them, and the matrix file of the minimal workload. Append-only.
+    """
+
+    __tablename__ = "shrinks"
+    __table_args__ = (Index(None, "cell_id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cell_id: Mapped[str] = mapped_column(ForeignKey("cells.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))  # the recorded run whose requests it started from
+    k: Mapped[int] = mapped_column(Integer)
+    n: Mapped[int] = mapped_column(Integer)
+    predicate: Mapped[str] = mapped_column(String)  # what counts as a failing run, e.g. "verdict == corrupt"
+    levels: Mapped[list[Any]]  # the unit levels searched, coarse to fine
+    status: Mapped[str] = mapped_column(String)  # done | stopped (a probe budget ran out) | error
+    requests_before: Mapped[int] = mapped_column(Integer)
+    requests_after: Mapped[int] = mapped_column(Integer)
+    kept: Mapped[list[Any]]  # the minimal workload's request keys, in send order
+    result_cell_id: Mapped[str | None] = mapped_column(String)  # the probe cell of the minimal workload
+    probes: Mapped[list[Any]]  # in the order asked: level, cell, requests, runs, failures, verdicts, fails, reused
+    engine_runs: Mapped[int] = mapped_column(Integer)  # engine runs this shrink started (reused ones not counted)
+    reused_runs: Mapped[int] = mapped_column(Integer)  # recorded runs of probes it read back
+    matrix_path: Mapped[str | None] = mapped_column(String)
+    matrix_text: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    wall_s: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)

@@ -141,17 +141,24 @@ def latency_summary(rows: Iterable[tuple[float | None, list[float] | None, float
     return out
 
 
-def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
-    """One cell with every run of it and every grade of those runs."""
+def resolve_cell_id(store: Store, cell_id_prefix: str) -> str:
+    """The one cell id that starts with ``cell_id_prefix``; NotFoundError for none or several."""
     with store.session() as session:
         ids = session.scalars(
             select(CellRow.id).where(CellRow.id.startswith(cell_id_prefix, autoescape=True)).limit(2)
         ).all()
-        if not ids:
-            raise NotFoundError(f"no cell id starts with {cell_id_prefix!r}")
-        if len(ids) > 1:
-            raise NotFoundError(f"cell id prefix {cell_id_prefix!r} matches several cells; give more of it")
-        cell = session.get_one(CellRow, ids[0])
+    if not ids:
+        raise NotFoundError(f"no cell id starts with {cell_id_prefix!r}")
+    if len(ids) > 1:
+        raise NotFoundError(f"cell id prefix {cell_id_prefix!r} matches several cells; give more of it")
+    return ids[0]
+
+
+def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
+    """One cell with every run of it and every grade of those runs."""
+    cell_id = resolve_cell_id(store, cell_id_prefix)
+    with store.session() as session:
+        cell = session.get_one(CellRow, cell_id)
         runs = session.scalars(
             select(Run).where(Run.cell_id == cell.id).order_by(*latest_first())
         ).all()

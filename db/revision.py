@@ -6,4 +6,4 @@ SQLAlchemy at all (``db/reads.py``). Adding a migration means bumping this;
 ``tests/test_db.py`` fails until it equals alembic's own script head.
 """
 
-HEAD_REVISION = "0011"
+HEAD_REVISION = "0012"

@@ -28,6 +28,7 @@ from db.models import (
     RequestRow,
     Run,
     RunSampleRow,
+    ShrinkRow,
     Sweep,
     SweepCell,
     latest_first,
@@ -147,6 +148,36 @@ class FixesRecord:
 
     @classmethod
     def from_row(cls, row: FixesRow) -> FixesRecord:
+        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class ShrinkRecord:
+    """What a shrink found, as the results DB keeps it (``shrinks``; ``db/models.ShrinkRow``)."""
+
+    cell_id: str
+    run_id: int
+    k: int
+    n: int
+    predicate: str
+    levels: list[str]
+    status: str  # done | stopped | error
+    requests_before: int
+    requests_after: int
+    kept: list[str]
+    probes: list[dict[str, Any]]
+    engine_runs: int
+    reused_runs: int
+    wall_s: float
+    result_cell_id: str | None = None
+    matrix_path: str | None = None
+    matrix_text: str | None = None
+    error: str | None = None
+    id: int | None = None  # set when read back
+    created_at: float | None = None
+
+    @classmethod
+    def from_row(cls, row: ShrinkRow) -> ShrinkRecord:
         return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
 
 
@@ -344,6 +375,14 @@ class Store:
             session.add(row)
         return row.id
 
+    def record_shrink(self, record: ShrinkRecord) -> int:
+        """Append what a shrink found; returns its id."""
+        values = {f.name: getattr(record, f.name) for f in fields(record) if f.name not in ("id", "created_at")}
+        row = ShrinkRow(**values, created_at=time.time())
+        with self.session.begin() as session:
+            session.add(row)
+        return row.id
+
     def fixes(self, cell_id: str | None = None) -> list[FixesRecord]:
         """Recorded fix searches, oldest first; only those about CELL_ID when given."""
         stmt = select(FixesRow).order_by(FixesRow.id)
@@ -351,6 +390,12 @@ class Store:
             stmt = stmt.where(FixesRow.cell_id == cell_id)
         with self.session() as session:
             return [FixesRecord.from_row(row) for row in session.scalars(stmt)]
+
+    def shrinks(self, cell_id: str) -> list[ShrinkRecord]:
+        """The shrinks of a cell, oldest first."""
+        with self.session() as session:
+            rows = session.scalars(select(ShrinkRow).where(ShrinkRow.cell_id == cell_id).order_by(ShrinkRow.id))
+            return [ShrinkRecord.from_row(row) for row in rows]
 
     def latest_grade(self, run_id: int) -> GradeRow | None:
         with self.session() as session:

@@ -49,6 +49,15 @@ from jobs.metrics import delta, scrape
 from vmatrix.records import ControlReference, RequestRecord, Transcript
 from vmatrix.workload import Api, ReplayRequest, Workload
 
+# What every request asks of the engine besides its prompt and length; `vmatrix repro`
+# writes the same into its script, so a reproducer sends what the replay sent.
+SAMPLING: dict[str, object] = {
+    "temperature": 0,
+    "seed": 0,
+    "ignore_eos": True,  # fixed-length outputs: every position has a control to compare with
+    "return_tokens_as_token_ids": True,
+}
+
 
 def _token_id(token: str) -> int:
     # With return_tokens_as_token_ids the server sends "token_id:123".
@@ -166,16 +175,8 @@ async def send(
     engine's ``/tokenize`` first, and TTFT and end-to-end time count from the completion
     request, not the tokenize call (which is preparation, not serving)."""
     rec = RequestRecord(key=req.key, session=req.session, turn=req.turn, phase=req.phase, expect=req.expect)
-    common = {
-        "model": model,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "seed": 0,
-        "ignore_eos": True,  # fixed-length outputs: every position has a control to compare with
-        "return_tokens_as_token_ids": True,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    common = {"model": model, "max_tokens": max_tokens, **SAMPLING, "stream": True,
+              "stream_options": {"include_usage": True}}
     if api == "chat":
         url = f"{base_url}/v1/chat/completions"
         body = {**common, "messages": req.chat_messages(), "logprobs": True, "top_logprobs": top_logprobs}

@@ -73,6 +73,9 @@ class Turn:
 class Session:
     id: str
     turns: tuple[Turn, ...]
+    # The session's own system message, sent instead of the shared prefix (None: the
+    # shared prefix): what a shaped workload's requests written down need (`vmatrix shrink`).
+    system: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,10 @@ def _header(obj: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _session(obj: dict[str, Any], where: str) -> Session:
-    _known(obj, {"type", "id", "turns"}, "session", where)
+    _known(obj, {"type", "id", "turns", "system"}, "session", where)
+    system = obj.get("system")
+    if system is not None and not isinstance(system, str):
+        raise TraceError(f"{where}: session system must be a string")
     sid = obj.get("id")
     if not isinstance(sid, str) or not sid or "/" in sid:
         raise TraceError(f"{where}: session id must be a non-empty string without '/', got {sid!r}")
@@ -229,7 +235,7 @@ def _session(obj: dict[str, Any], where: str) -> Session:
             except ValueError as exc:
                 raise TraceError(f"{where}: session {sid!r} turn {i}: {exc}") from None
         out.append(Turn(user=user, assistant=assistant, tool_results=tuple(tools), expect=expect))
-    return Session(id=sid, turns=tuple(out))
+    return Session(id=sid, turns=tuple(out), system=system)
 
 
 def _schedule(obj: dict[str, Any], where: str) -> Schedule:
@@ -338,7 +344,8 @@ def dump_trace(trace: Trace) -> str:
         # `expect` only when present: traces without expectations keep their bytes (and digest).
         turns = [{"user": t.user, "assistant": t.assistant, "tool_results": list(t.tool_results)}
                  | ({"expect": t.expect.to_json()} if t.expect is not None else {}) for t in s.turns]
-        out.append(_line({"type": "session", "id": s.id, "turns": turns}))
+        # `system` only when a session has its own: other traces keep their bytes (and digest).
+        out.append(_line({"type": "session", "id": s.id, "turns": turns} | ({"system": s.system} if s.system is not None else {})))
     phases = [{"name": ph.name, "requests": [[sid, turn] for sid, turn in ph.requests]} for ph in trace.schedule.phases]
     out.append(_line({"type": "schedule", "phases": phases, "restart_after": list(trace.schedule.restart_after)}))
     return "".join(out)
@@ -404,7 +411,8 @@ def trace_to_workload(trace: Trace, max_tokens: int, top_logprobs: int) -> Workl
     for ph in trace.schedule.phases:
         reqs = tuple(
             ReplayRequest(key=f"{sid}/{turn}", session=sid, turn=turn, phase=ph.name,
-                          messages=request_messages(trace, by_id[sid], turn, system),
+                          messages=request_messages(trace, by_id[sid], turn,
+                                                    system if by_id[sid].system is None else by_id[sid].system),
                           expect=by_id[sid].turns[turn].expect)
             for sid, turn in ph.requests
         )

@@ -98,7 +98,7 @@ def test_migrations_build_schema_with_wal(store: Store, db_url: str) -> None:
     schema = inspect(store.engine)
     assert set(schema.get_table_names()) >= {
         "sweeps", "cells", "sweep_cells", "runs", "requests", "metrics", "grades", "run_samples", "noise_floors",
-        "bisects", "alembic_version",
+        "bisects", "shrinks", "alembic_version",
     }
     assert {ix["name"] for ix in schema.get_indexes("runs")} == {"ix_runs_cell_id_finished_at"}
     assert {ix["name"] for ix in schema.get_indexes("sweep_cells")} == {"ix_sweep_cells_cell_id"}
@@ -111,8 +111,8 @@ def test_migrations_build_schema_with_wal(store: Store, db_url: str) -> None:
         else:
             assert store.engine.dialect.name == "postgresql"
             triggers = conn.execute(text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")).scalars().all()
-            # runs, requests, metrics, grades, run_samples, noise_floors, bisects x update, delete, truncate
-            assert len(triggers) == 7 * 3
+            # runs, requests, metrics, grades, run_samples, noise_floors, bisects, shrinks x update, delete, truncate
+            assert len(triggers) == 8 * 3
         # The hand-written migration and the models describe the same schema.
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
 

@@ -66,6 +66,23 @@ def test_round_trip(tmp_path: Path) -> None:
     assert trace_digest(load_trace(tmp_path / "t.jsonl")) == trace_digest(trace)
 
 
+def test_a_session_may_carry_its_own_system_message(tmp_path: Path) -> None:
+    plain = small_trace()
+    own = Trace(plain.name, plain.prefix, (Session("s0", plain.sessions[0].turns, system="mine"), *plain.sessions[1:]),
+                plain.schedule)
+    save_trace(own, tmp_path / "t.jsonl")
+    assert load_trace(tmp_path / "t.jsonl") == own
+    by_key = {r.key: r for r in trace_to_workload(own, 7, 3).requests}
+    assert by_key["s0/0"].messages[0] == ("system", "mine")  # instead of the shared prefix
+    assert by_key["s1/0"].messages[0] == ("system", plain.prefix.render())
+    # A trace without it is written as before: the same bytes, the same digest.
+    assert '"system":"mine"' in dump_trace(own) and '"system":"' not in dump_trace(plain).split("\n", 1)[1]
+    bad = (tmp_path / "t.jsonl").read_text().replace('"system":"mine"', '"system":3')
+    (tmp_path / "bad.jsonl").write_text(bad)
+    with pytest.raises(TraceError, match=r"bad.jsonl:2: session system must be a string"):
+        load_trace(tmp_path / "bad.jsonl")
+
+
 def test_trace_to_workload_phases_keys_and_messages() -> None:
     wl = trace_to_workload(small_trace(), max_tokens=7, top_logprobs=3)
     assert (wl.name, wl.max_tokens, wl.top_logprobs) == ("small", 7, 3)

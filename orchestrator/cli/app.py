@@ -26,7 +26,9 @@ from orchestrator.cli.fixes import fixes
 from orchestrator.cli.images import images_app
 from orchestrator.cli.noise import results_noise
 from orchestrator.cli.regrade import results_regrade
+from orchestrator.cli.repro import repro
 from orchestrator.cli.results import publish, report, results_extra
+from orchestrator.cli.shrink import shrink
 from orchestrator.cli.traces import traces_app
 from orchestrator.cli.watch import watch
 from orchestrator.paths import runs_dir
@@ -55,6 +57,8 @@ app.command("publish")(publish)
 app.command("bisect")(bisect)
 app.command("fixes")(fixes)
 app.command("watch")(watch)
+app.command("repro")(repro)
+app.command("shrink")(shrink)
 
 EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", help="Only the cells of this engine (a version or label); repeat for more.")]
@@ -404,19 +408,23 @@ def results_show(
     store = open_store(db)
     detail = show_cell(store, cell)
     fixes = store.fixes(detail.cell_id)
+    shrinks = store.shrinks(detail.cell_id)
     if fmt == "json":
         data = {**json.loads(json.dumps(detail, default=lambda o: o.__dict__)),
-                "fixes": [dataclasses.asdict(f) for f in fixes]}
+                "fixes": [dataclasses.asdict(f) for f in fixes],
+                "shrinks": [dataclasses.asdict(s) for s in shrinks]}
         console.print_json(json.dumps(data))
         return
     from db.evidence import expectations_for
     from db.reads import metric_totals_for
-    from orchestrator.cli.show_view import render_cell
+    from orchestrator.cli.show_view import render_cell, shrink_lines
 
     newest = detail.runs[0].summary.run_id if detail.runs else None
     counters = metric_totals_for(store, [r.summary.run_id for r in detail.runs])
     expect = expectations_for(store, newest) if newest is not None else {}
     console.print(render_cell(detail, counters, expect, fixes))
+    for line in shrink_lines(shrinks):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 @results_app.command("table")

