@@ -14,20 +14,21 @@ from pathlib import Path
 
 import pytest
 
-RUNS = Path(__file__).parent.parent / "docs" / "runs"
-DBS = sorted(RUNS.glob("*.db"))
+from tests.recorded_dbs import db_name, shipped, unpacked
+
+DBS = shipped()
 
 
 def test_there_are_recorded_dbs() -> None:
     assert len(DBS) >= 20
 
 
-@pytest.mark.parametrize("db", DBS, ids=[d.name for d in DBS])
+@pytest.mark.parametrize("db", DBS, ids=[db_name(d) for d in DBS])
 def test_no_bare_clean_over_an_unmeasured_item(db: Path) -> None:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{unpacked(db_name(db))}?mode=ro", uri=True)
     rows = con.execute("SELECT g.run_id, g.verdict, g.evidence FROM grades g "
                        "WHERE g.id = (SELECT max(id) FROM grades WHERE run_id = g.run_id)").fetchall()
     con.close()
     bare = [(run, json.loads(ev)["coverage"]["unmeasured"]) for run, verdict, ev in rows
             if verdict == "clean" and ev and (json.loads(ev).get("coverage") or {}).get("unmeasured")]
-    assert not bare, f"{db.name}: runs graded clean over unmeasured items: {bare[:3]}"
+    assert not bare, f"{db_name(db)}: runs graded clean over unmeasured items: {bare[:3]}"

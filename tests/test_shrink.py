@@ -35,10 +35,11 @@ from orchestrator.runtimes.local import EngineProcess
 from orchestrator.shrink.ddmin import ddmin
 from orchestrator.shrink.units import as_trace, subset, units
 from orchestrator.spec import load_spec
+from tests.recorded_dbs import unpacked
 from vmatrix.recipe import EngineRecipe
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED_DB = ROOT / "docs" / "runs" / "cold-race-cpu-f32-repeats-2026-12-03.db"
+RECORDED_DB = unpacked("cold-race-cpu-f32-repeats-2026-12-03.db")
 CELL = "34dd608f"
 TRIGGER, TARGET = "cold_race.9/0", "cold_race.10/1"
 

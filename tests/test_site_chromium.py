@@ -23,6 +23,7 @@ from test_report_chromium import CHROMIUM, FLAGS, PNG_MAGIC, chromium
 from test_site_several import check_links
 
 from db.store import Store
+from tests.recorded_dbs import copy_to, shipped
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.is_file(), reason="headless Chromium is not installed (apt-get install chromium)"
@@ -252,12 +253,12 @@ def everything(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pa
     tmp = tmp_path_factory.mktemp("everything")
     runs = tmp / "runs"
     runs.mkdir()
-    for db in sorted(RUNS.glob("*.db")):
-        shutil.copy(db, runs / db.name)
+    for db in shipped():
+        copy_to(db, runs)
     out = tmp / "site"
     done = CliRunner().invoke(app, ["publish", str(out), "--db", str(runs)])
     assert done.exit_code == 0, done.output
-    assert f"from {len(list(RUNS.glob('*.db')))} DBs" in done.output
+    assert f"from {len(shipped())} DBs" in done.output
     return tmp, out, runs
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,16 @@ from typer.testing import CliRunner
 from db.queries import cell_results
 from db.store import Store
 from orchestrator.cli import app
+from tests.recorded_dbs import copy_to, db_name, shipped
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = sorted((ROOT / "docs" / "runs").glob("*.db"))
+RUNS = shipped()
 # A square of the index: <td class="slot ..." data-cell="ID"> then its verdict link.
 SQUARE = re.compile(r'data-cell="([0-9a-f]{16})">\s*<a class="verdict"[^>]*>([a-z_ ]+)</a>')
 
 
 def test_docs_runs_has_the_dbs_this_test_is_about() -> None:
-    names = {p.name for p in RUNS}
+    names = {db_name(p) for p in RUNS}
     # The seven that stopped publish with a ValueError before (issue 38), among them.
     assert {"field-bugs-cpu-0.27.1-2026-12-03.db", "field-bugs-cpu-0.32.0-2026-12-02.db",
             "field-notes-cpu-2026-12-02.db", "gpu-h200-field-bugs-0.25.1-2026-12-02.db",
@@ -37,11 +37,10 @@ def test_docs_runs_has_the_dbs_this_test_is_about() -> None:
     assert len(RUNS) >= 20
 
 
-@pytest.mark.parametrize("recorded", RUNS, ids=[p.stem for p in RUNS])
+@pytest.mark.parametrize("recorded", RUNS, ids=[db_name(p).removesuffix(".db") for p in RUNS])
 def test_every_db_under_docs_runs_publishes(recorded: Path, tmp_path: Path) -> None:
     before = hashlib.sha256(recorded.read_bytes()).hexdigest()
-    db = tmp_path / recorded.name
-    shutil.copy(recorded, db)
+    db = copy_to(recorded, tmp_path)
     out = tmp_path / "site"
     result = CliRunner().invoke(app, ["publish", str(out), "--db", str(db)])
     assert result.exit_code == 0, result.output

@@ -1,0 +1,55 @@
+"""The results DBs the project ships under docs/runs, some of them xz-compressed.
+
+The largest are kept as ``NAME.db.xz``: the checkout travels with every call to the lent
+GPU host, whose calls carry at most 64 MiB (docs/GPU.md). Tests read them all the same way:
+``shipped()`` lists both kinds, ``unpacked(NAME)`` gives a readable ``NAME.db`` (the file
+itself, or a decompressed copy in a temp folder shared by the session), and ``copy_to``
+puts a plain copy where a test may open (and so migrate) it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+import shutil
+import tempfile
+from pathlib import Path
+
+RUNS = Path(__file__).resolve().parent.parent / "docs" / "runs"
+
+
+def shipped() -> list[Path]:
+    """Every shipped DB, plain and compressed, by the name it reads as."""
+    return sorted([*RUNS.glob("*.db"), *RUNS.glob("*.db.xz")], key=db_name)
+
+
+def db_name(path: Path) -> str:
+    return path.name.removesuffix(".xz")
+
+
+def unpacked(name: str) -> Path:
+    """``docs/runs/NAME`` readable as SQLite: itself, or its ``.xz`` decompressed once into a
+    temp folder named for the compressed file's digest (a changed file unpacks afresh).
+    Open copies (``copy_to``), not this: opening a store migrates it."""
+    plain = RUNS / name
+    if plain.is_file():
+        return plain
+    packed = RUNS / f"{name}.xz"
+    if not packed.is_file():
+        raise FileNotFoundError(f"docs/runs/{name}: neither it nor {name}.xz is there")
+    digest = hashlib.sha256(packed.read_bytes()).hexdigest()[:16]
+    out = Path(tempfile.gettempdir()) / f"vmatrix-recorded-{digest}" / name
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        part = out.with_suffix(".part")
+        with lzma.open(packed) as src, open(part, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        part.replace(out)  # whole or absent, if two sessions unpack at once
+    return out
+
+
+def copy_to(path: Path, folder: Path) -> Path:
+    """A plain copy of a shipped DB (``path`` from ``shipped()``) in ``folder``."""
+    dest = folder / db_name(path)
+    shutil.copy(unpacked(db_name(path)), dest)
+    return dest
