@@ -96,9 +96,9 @@ def sweep(store: Store) -> int:
 
 def test_migrations_build_schema_with_wal(store: Store, db_url: str) -> None:
     schema = inspect(store.engine)
-    assert set(schema.get_table_names()) >= {
+    assert set(schema.get_table_names()) == {
         "sweeps", "cells", "sweep_cells", "runs", "requests", "metrics", "grades", "run_samples", "noise_floors",
-        "bisects", "shrinks", "alembic_version",
+        "bisects", "fixes", "shrinks", "alembic_version",
     }
     assert {ix["name"] for ix in schema.get_indexes("runs")} == {"ix_runs_cell_id_finished_at"}
     assert {ix["name"] for ix in schema.get_indexes("sweep_cells")} == {"ix_sweep_cells_cell_id"}
@@ -111,8 +111,9 @@ def test_migrations_build_schema_with_wal(store: Store, db_url: str) -> None:
         else:
             assert store.engine.dialect.name == "postgresql"
             triggers = conn.execute(text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")).scalars().all()
-            # runs, requests, metrics, grades, run_samples, noise_floors, bisects, shrinks x update, delete, truncate
-            assert len(triggers) == 8 * 3
+            # runs, requests, metrics, grades, run_samples, noise_floors, bisects, fixes, shrinks x update,
+            # delete, truncate
+            assert len(triggers) == 9 * 3
         # The hand-written migration and the models describe the same schema.
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
 
