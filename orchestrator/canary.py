@@ -45,29 +45,27 @@ META = "vmatrix-canary.json"  # in a canary's folder: its recipe, file digests a
 # curriculum of images/canary/README.md, run on an H200 in ~19 minutes and shipped
 # (SHIPPED). "random-qwen3next" is the untrained model (fast to build, blind to state
 # corruption, MTP acceptance ~0%: kept for comparison).
+# The length curriculum both families train with (same tokens, same lengths).
+_CURRICULUM: dict[str, Any] = {
+    "stage": ["lines=2-12 batch=64 steps=4000 lr=3e-3 until=0.05",
+              "lines=12-120 batch=16 steps=600 lr=2e-3",
+              "lines=120-600 batch=4 steps=400 lr=1.5e-3 turns=16",
+              "lines=600-1700 batch=2 steps=220 lr=1e-3 turns=24"],
+    "mtp_stage": ["lines=4-120 batch=16 steps=500 lr=2e-3",
+                  "lines=120-600 batch=4 steps=150 lr=1e-3 turns=16"],
+    "report_lengths": "1500,10000,20000",
+}
 CANARIES: dict[str, dict[str, Any]] = {
     "tiny-qwen3next": {
         "seed": 1, "hidden": 128, "layers": 4, "vocab": 1024, "device": "cuda",
-        "stage": ["lines=2-12 batch=64 steps=4000 lr=3e-3 until=0.05",
-                  "lines=12-120 batch=16 steps=600 lr=2e-3",
-                  "lines=120-600 batch=4 steps=400 lr=1.5e-3 turns=16",
-                  "lines=600-1700 batch=2 steps=220 lr=1e-3 turns=24"],
-        "mtp_stage": ["lines=4-120 batch=16 steps=500 lr=2e-3",
-                      "lines=120-600 batch=4 steps=150 lr=1e-3 turns=16"],
-        "report_lengths": "1500,10000,20000",
+        **_CURRICULUM,
     },
     "random-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024},
     # The second family (issue 41): Mamba2 mixers and attention, build_nemotronh.py. The
     # curriculum is tiny-qwen3next's (same tokens, same lengths); not trained yet (PENDING).
     "tiny-nemotronh": {
         "seed": 1, "hidden": 128, "pattern": "M-M-M-*-", "vocab": 1024, "device": "cuda",
-        "stage": ["lines=2-12 batch=64 steps=4000 lr=3e-3 until=0.05",
-                  "lines=12-120 batch=16 steps=600 lr=2e-3",
-                  "lines=120-600 batch=4 steps=400 lr=1.5e-3 turns=16",
-                  "lines=600-1700 batch=2 steps=220 lr=1e-3 turns=24"],
-        "mtp_stage": ["lines=4-120 batch=16 steps=500 lr=2e-3",
-                      "lines=120-600 batch=4 steps=150 lr=1e-3 turns=16"],
-        "report_lengths": "1500,10000,20000",
+        **_CURRICULUM,
     },
     # Untrained, built in seconds on the CPU: whether an engine loads and serves the
     # architecture at all, before tiny-nemotronh is trained.
