@@ -48,7 +48,7 @@ measure() {  # LABEL FRACTION MATRIX
     smi=$!
   fi
   t0=$(date +%s.%N)
-  VMATRIX_GPU_FRACTION= "$PY" -m orchestrator.cli sweep run "$matrix" --engine "$release" --rerun --address auto \
+  VMATRIX_GPU_FRACTION= "$PY" -m vmatrix.orchestrator.cli sweep run "$matrix" --engine "$release" --rerun --address auto \
     --db "$DB" >"$VMATRIX_DATA/packing-$1.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)

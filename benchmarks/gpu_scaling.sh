@@ -25,7 +25,7 @@ measure() {  # LABEL GPUS PIN
   ray_head "$2" "$3"
   local t0 t1 rc
   t0=$(date +%s.%N)
-  "$PY" -m orchestrator.cli sweep run "$matrix" --rerun --address auto --db "$DB" >"$VMATRIX_DATA/scaling-$1.log" 2>&1
+  "$PY" -m vmatrix.orchestrator.cli sweep run "$matrix" --rerun --address auto --db "$DB" >"$VMATRIX_DATA/scaling-$1.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
   echo "$1 $2 $3 $t0 $t1 $rc" >>"$OUT"

@@ -23,7 +23,7 @@ sweep() {  # LABEL MATRIX RELEASE [FLAG ...]
   local t0 rc
   t0=$(date +%s)
   echo "$1 start $t0" >>"$OUT"
-  "$PY" -m orchestrator.cli sweep run "$2" --address auto --db "$DB" "${@:4}" >"$VMATRIX_DATA/sweep-$1.log" 2>&1
+  "$PY" -m vmatrix.orchestrator.cli sweep run "$2" --address auto --db "$DB" "${@:4}" >"$VMATRIX_DATA/sweep-$1.log" 2>&1
   rc=$?
   echo "$1 end $(date +%s) rc=$rc wall=$(( $(date +%s) - t0 ))s" >>"$OUT"
 }

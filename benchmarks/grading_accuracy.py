@@ -25,16 +25,16 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from db.models import Run
-from db.store import Store
-from jobs.grade import grade_transcripts, noise_floor
-from jobs.symptoms import acceptance
-from orchestrator.canary import excused_symptoms
-from orchestrator.grading import end_tokens_for, exercised, model_logit_scale
-from orchestrator.matrix import describe_knobs, expand
-from orchestrator.run_cell import run_cell
-from orchestrator.scheduler import run_sweep
-from orchestrator.spec import parse_spec
+from vmatrix.db.models import Run
+from vmatrix.db.store import Store
+from vmatrix.jobs.grade import grade_transcripts, noise_floor
+from vmatrix.jobs.symptoms import acceptance
+from vmatrix.orchestrator.canary import excused_symptoms
+from vmatrix.orchestrator.grading import end_tokens_for, exercised, model_logit_scale
+from vmatrix.orchestrator.matrix import describe_knobs, expand
+from vmatrix.orchestrator.run_cell import run_cell
+from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.spec import parse_spec
 from vmatrix.records import Transcript
 
 MATRIX = """\

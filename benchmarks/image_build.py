@@ -20,8 +20,8 @@ import argparse
 import statistics
 import time
 
-from images.build import ImageOptions, build_image, client
-from images.recipe import patch_set_digest
+from vmatrix.images.build import ImageOptions, build_image, client
+from vmatrix.images.recipe import patch_set_digest
 from vmatrix.recipe import EngineRecipe
 
 

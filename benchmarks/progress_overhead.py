@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 import ray
 
-from jobs.replay import replay
-from orchestrator.runtimes.phases import LogFollower
+from vmatrix.jobs.replay import replay
+from vmatrix.orchestrator.runtimes.phases import LogFollower
 from vmatrix.progress import REPLAY, Step, Throttle
 from vmatrix.workload import ReplayRequest, Workload
 

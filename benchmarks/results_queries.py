@@ -55,7 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import func, insert, select
 
-from db.compare import (
+from vmatrix.cells import Cell
+from vmatrix.db.compare import (
     CellFilter,
     Side,
     compare_groups,
@@ -64,13 +65,12 @@ from db.compare import (
     load_samples,
     pair_cells,
 )
-from db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, RunSampleRow, SweepCell
-from db.reads import cell_results, metric_totals_for, open_sqlite_at_head
-from db.samples import summary_row
-from db.store import Store
-from db.table import lookup_table
-from orchestrator.spec import Knobs
-from vmatrix.cells import Cell
+from vmatrix.db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, RunSampleRow, SweepCell
+from vmatrix.db.reads import cell_results, metric_totals_for, open_sqlite_at_head
+from vmatrix.db.samples import summary_row
+from vmatrix.db.store import Store
+from vmatrix.db.table import lookup_table
+from vmatrix.orchestrator.spec import Knobs
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import RequestRecord
 
@@ -208,7 +208,7 @@ def timed_cli(label: str, argv: list[str], repeat: int, imports_only: bool = Fal
     included; CPU time is the child's (user + system). ``imports_only``: just start the
     interpreter and import the CLI, what every command pays before it does anything."""
     walls, cpus = [], []
-    command = ["-c", "import orchestrator.cli"] if imports_only else ["-m", "orchestrator.cli", *argv]
+    command = ["-c", "import vmatrix.orchestrator.cli"] if imports_only else ["-m", "vmatrix.orchestrator.cli", *argv]
     for _ in range(repeat):
         start, cpu = time.perf_counter(), _children_cpu()
         subprocess.run([sys.executable, *command], check=True, stdout=subprocess.DEVNULL,
@@ -289,7 +289,7 @@ def main() -> None:
               lambda: compare_sides(pairs, resamples=args.resamples), args.repeat)
 
         db = ["--db", str(path)]
-        timed_cli("python -c 'import orchestrator.cli' (start + imports)", [], args.repeat, imports_only=True)
+        timed_cli("python -c 'import vmatrix.orchestrator.cli' (start + imports)", [], args.repeat, imports_only=True)
         timed_cli("vmatrix results table (CLI, fresh process)", ["results", "table", *db], args.repeat)
         timed_cli("vmatrix results table --full (CLI, fresh process)", ["results", "table", "--full", *db],
                   args.repeat)

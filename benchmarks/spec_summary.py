@@ -5,7 +5,7 @@ import sqlite3
 import statistics
 import sys
 
-from db.samples import decode_tps
+from vmatrix.db.samples import decode_tps
 
 db = sqlite3.connect(sys.argv[1])
 grade = {r[0]: r[1] for r in db.execute("select run_id, verdict from grades order by id")}

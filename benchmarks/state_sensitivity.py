@@ -28,13 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from db.store import Store
-from jobs.workload import build_workload
-from orchestrator.grading import end_tokens_for
-from orchestrator.matrix import expand
-from orchestrator.scheduler import run_sweep
-from orchestrator.spec import WorkloadSpec, parse_spec
 from vmatrix.cells import Cell
+from vmatrix.db.store import Store
+from vmatrix.jobs.workload import build_workload
+from vmatrix.orchestrator.grading import end_tokens_for
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.spec import WorkloadSpec, parse_spec
 from vmatrix.records import RequestRecord, answer_span
 
 # patch -> (its --additional-config key, the degrees measured, the harmless one)

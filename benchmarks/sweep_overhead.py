@@ -19,12 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from db.store import Store
-from orchestrator.matrix import expand
-from orchestrator.paths import cache_dir
-from orchestrator.runtimes.local import EnvBuildError, ensure_env
-from orchestrator.scheduler import prepare_model, run_sweep
-from orchestrator.spec import load_spec
+from vmatrix.db.store import Store
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.runtimes.local import EnvBuildError, ensure_env
+from vmatrix.orchestrator.scheduler import prepare_model, run_sweep
+from vmatrix.orchestrator.spec import load_spec
 
 
 def main() -> None:

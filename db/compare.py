@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from db.reads import PREFIX_HITS, PREFIX_QUERIES, CellResult, Readable, cell_results, counter_texts, sample_rows
-from db.samples import (  # noqa: F401 - decode_tps re-exported
+from vmatrix.db.reads import PREFIX_HITS, PREFIX_QUERIES, CellResult, Readable, cell_results, counter_texts, sample_rows
+from vmatrix.db.samples import (  # noqa: F401 - decode_tps re-exported
     NAN_BYTES,
     PackedSamples,
     RunSamples,
@@ -41,7 +41,7 @@ from db.samples import (  # noqa: F401 - decode_tps re-exported
     counter_totals,
     decode_tps,
 )
-from db.table import knob_text
+from vmatrix.db.table import knob_text
 from vmatrix.errors import InputError
 from vmatrix.selector import normal, split
 

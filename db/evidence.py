@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from db.reads import Readable
+from vmatrix.db.reads import Readable
 
 
 def expected_text(expected: Any) -> str | None:

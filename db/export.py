@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from sqlalchemy import case, func, select
 
-from db.compare import rates
-from db.models import CellRow, RequestRow, Run, SweepCell
-from db.queries import _with_verdicts, knob_text, metric_totals_for
-from db.store import Store
+from vmatrix.db.compare import rates
+from vmatrix.db.models import CellRow, RequestRow, Run, SweepCell
+from vmatrix.db.queries import _with_verdicts, knob_text, metric_totals_for
+from vmatrix.db.store import Store
 from vmatrix.errors import ExportError
 
 Format = Literal["csv", "json", "parquet"]

@@ -33,8 +33,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, aliased, mapped_column
 
-from db.reads import GRADE_RECENCY, RUN_RECENCY
 from vmatrix.cells import LEGACY_VERDICTS
+from vmatrix.db.reads import GRADE_RECENCY, RUN_RECENCY
 
 
 class VerdictName(TypeDecorator[str]):

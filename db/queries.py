@@ -14,12 +14,13 @@ from typing import Any
 
 from sqlalchemy import Select, and_, or_, select
 
-from db.models import CellRow, GradeRow, RequestRow, Run, Sweep, latest_first, newest_grade_id
+from vmatrix.cells import LEGACY_VERDICTS
+from vmatrix.db.models import CellRow, GradeRow, RequestRow, Run, Sweep, latest_first, newest_grade_id
 
 # The reads `results table` and `results compare` share, and the lookup table itself, live
 # in modules that do not import SQLAlchemy (db/reads.py, db/table.py); re-exported here,
 # where the rest of the read side has always been imported from.
-from db.reads import (  # noqa: F401
+from vmatrix.db.reads import (  # noqa: F401
     GRADE_RECENCY,
     PREFIX_HITS,
     PREFIX_QUERIES,
@@ -27,11 +28,10 @@ from db.reads import (  # noqa: F401
     cell_results,
     metric_totals_for,
 )
-from db.reads import chunks as _chunks
-from db.samples import quantile
-from db.store import Store
-from db.table import RENDER_WIDTH, SIGNATURE_WIDTH, Table, knob_text, lookup_table, render_table  # noqa: F401
-from vmatrix.cells import LEGACY_VERDICTS
+from vmatrix.db.reads import chunks as _chunks
+from vmatrix.db.samples import quantile
+from vmatrix.db.store import Store
+from vmatrix.db.table import RENDER_WIDTH, SIGNATURE_WIDTH, Table, knob_text, lookup_table, render_table  # noqa: F401
 from vmatrix.errors import NotFoundError
 
 

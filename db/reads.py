@@ -29,8 +29,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from db.revision import HEAD_REVISION
 from vmatrix.cells import LEGACY_VERDICTS
+from vmatrix.db.revision import HEAD_REVISION
 
 # The one definition of "a cell's latest run" and "a run's newest grade". Every read
 # builds its ordering from these two: the raw SQL below, and the ORM's in db.models

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from db.compare import (
+from vmatrix import speed
+from vmatrix.db.compare import (
     Rates,
     RunSamples,
     decode_by_prompt_type,
@@ -27,9 +28,9 @@ from db.compare import (
     rates,
     ttft_cold_hot,
 )
-from db.evidence import unmeasured_of
-from db.fixes import result_text, run_text, shapes_text, wrong_text
-from db.queries import (
+from vmatrix.db.evidence import unmeasured_of
+from vmatrix.db.fixes import result_text, run_text, shapes_text, wrong_text
+from vmatrix.db.queries import (
     CellResult,
     GradeDetail,
     SweepInfo,
@@ -41,9 +42,8 @@ from db.queries import (
     metric_totals_for,
     sweep_info,
 )
-from db.reads import RecallCount, recall_counts
-from db.store import FixesRecord, Store
-from vmatrix import speed
+from vmatrix.db.reads import RecallCount, recall_counts
+from vmatrix.db.store import FixesRecord, Store
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # Results that need no explanation; every other one gets an evidence section (`partial`

@@ -38,11 +38,12 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from db.compare import RunSamples, load_samples
-from db.evidence import expectations_for, ground_truth, unmeasured_of
-from db.queries import CellResult, GradeDetail, cell_results, knob_text, latest_grades_for, metric_totals_for
-from db.reads import RecallCount, recall_counts
-from db.report import (
+from vmatrix.cells import direction
+from vmatrix.db.compare import RunSamples, load_samples
+from vmatrix.db.evidence import expectations_for, ground_truth, unmeasured_of
+from vmatrix.db.queries import CellResult, GradeDetail, cell_results, knob_text, latest_grades_for, metric_totals_for
+from vmatrix.db.reads import RecallCount, recall_counts
+from vmatrix.db.report import (
     RESULT_COLORS,
     UNREMARKABLE,
     BarChart,
@@ -53,8 +54,7 @@ from db.report import (
     legend,
     varying_knobs,
 )
-from db.store import BisectRecord, FixesRecord, Store
-from vmatrix.cells import direction
+from vmatrix.db.store import BisectRecord, FixesRecord, Store
 
 STYLESHEET = "site.css"
 CHANGE_MARK = {"better": ("▲", "better"), "worse": ("▼", "regressed"), "changed": ("◆", "changed")}

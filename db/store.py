@@ -18,7 +18,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.models import (
+from vmatrix.cells import Cell, Grade, RunOutcome
+from vmatrix.db.models import (
     BisectRow,
     CellRow,
     FixesRow,
@@ -34,10 +35,9 @@ from db.models import (
     latest_first,
     newest_grade_of,
 )
-from db.reads import ReadConn, placeholder_for
-from db.revision import HEAD_REVISION
-from db.samples import summary_row
-from vmatrix.cells import Cell, Grade, RunOutcome
+from vmatrix.db.reads import ReadConn, placeholder_for
+from vmatrix.db.revision import HEAD_REVISION
+from vmatrix.db.samples import summary_row
 from vmatrix.errors import StoreError
 from vmatrix.expect import Expectation
 from vmatrix.records import Layout, RequestRecord, Transcript
@@ -45,7 +45,7 @@ from vmatrix.records import Layout, RequestRecord, Transcript
 if TYPE_CHECKING:
     from alembic.config import Config
 
-    from jobs.grade import NoiseFloor  # the grader (~50 ms to import) is not needed to read results
+    from vmatrix.jobs.grade import NoiseFloor  # the grader (~50 ms to import) is not needed to read results
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -461,6 +461,6 @@ class Store:
             ).first()
         if row is None:
             return None
-        from jobs.grade import NoiseFloor
+        from vmatrix.jobs.grade import NoiseFloor
 
         return NoiseFloor(row.requests, row.identical, row.flips, row.max_drift, row.max_flip_margin), row.run_id

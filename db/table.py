@@ -18,9 +18,17 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from db.reads import PREFIX_HITS, PREFIX_QUERIES, CellResult, Readable, cell_results, counter_values, unmeasured_items
 from vmatrix import speed
 from vmatrix.cells import LEGACY_VERDICTS, STATUSES, VERDICTS
+from vmatrix.db.reads import (
+    PREFIX_HITS,
+    PREFIX_QUERIES,
+    CellResult,
+    Readable,
+    cell_results,
+    counter_values,
+    unmeasured_items,
+)
 from vmatrix.errors import InputError
 
 SIGNATURE_WIDTH = 80

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from images.build import ImageBuildError, client
+from vmatrix.images.build import ImageBuildError, client
 
 DEFAULT_TAG = "vmatrix/base:bookworm"
 # python3-venv brings ensurepip (pip for /opt/venv); patch applies patch sets;

@@ -26,8 +26,8 @@ from typing import Any, Literal
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
-from images.recipe import CPU_UNWANTED, find_links, pip_config, recipe_patches, requirements
 from vmatrix.errors import ImageBuildError, PatchSetError
+from vmatrix.images.recipe import CPU_UNWANTED, find_links, pip_config, recipe_patches, requirements
 from vmatrix.progress import IMAGE, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 

@@ -54,9 +54,9 @@ case "${1:-}" in
   unpack)
     shift
     if [ -f "$1/vmatrix-volumes.json" ]; then
-      "$PY" -m images.volumes apply "$@" "$VMATRIX_WHEELHOUSE"
+      "$PY" -m vmatrix.images.volumes apply "$@" "$VMATRIX_WHEELHOUSE"
     else
-      for up in "$@"; do "$PY" -m images.uploads unpack "$up" "$VMATRIX_WHEELHOUSE"; done
+      for up in "$@"; do "$PY" -m vmatrix.images.uploads unpack "$up" "$VMATRIX_WHEELHOUSE"; done
     fi ;;
   feed)
     shift
@@ -80,7 +80,7 @@ case "${1:-}" in
     # Compiled once here, so that seven engines starting at once do not each compile
     # torch's modules from source.
     "$PY" -m compileall -q -j 0 "$VMATRIX_WHEELHOUSE/_torch-$2" >/dev/null 2>&1 || true
-    "$PY" -m images.overlay check "$VMATRIX_WHEELHOUSE/_torch-$2" ;;
+    "$PY" -m vmatrix.images.overlay check "$VMATRIX_WHEELHOUSE/_torch-$2" ;;
   setup)
     mkdir -p "$VMATRIX_DATA"
     if [ ! -f "$VMATRIX_SITE/.done" ]; then
@@ -90,7 +90,7 @@ case "${1:-}" in
     fi
     "$PY" -c 'import ray, sqlalchemy, alembic, pydantic, torch; print("ray", ray.__version__, "torch", torch.__version__, "gpus", torch.cuda.device_count())'
     # Create the results DB (migrations) before sweeps start side by side.
-    "$PY" -m orchestrator.cli results ls --db "$DB" >/dev/null
+    "$PY" -m vmatrix.orchestrator.cli results ls --db "$DB" >/dev/null
     # One Ray head for every sweep on this host, so concurrent sweeps share the GPUs'
     # accounting. setsid: the head must outlive the command that started it.
     if ! "$PY" -m ray.scripts.scripts status >/dev/null 2>&1; then
@@ -102,8 +102,8 @@ case "${1:-}" in
     matrix=$2 engine=$3 extra=${4:-}
     log=$VMATRIX_DATA/sweep-$engine.log
     setsid nohup bash -c "
-      '$PY' -m orchestrator.cli sweep run '$matrix' --engine '$engine' --address auto --db '$DB' $extra
-      '$PY' -m orchestrator.cli sweep run '$matrix' --engine '$engine' --controls-only --rerun --address auto --db '$DB'
+      '$PY' -m vmatrix.orchestrator.cli sweep run '$matrix' --engine '$engine' --address auto --db '$DB' $extra
+      '$PY' -m vmatrix.orchestrator.cli sweep run '$matrix' --engine '$engine' --controls-only --rerun --address auto --db '$DB'
       echo SWEEP-DONE" >"$log" 2>&1 </dev/null &
     echo "started: $log" ;;
   scaling)
@@ -124,7 +124,7 @@ case "${1:-}" in
       >"$VMATRIX_DATA/ray-start.log" 2>&1 </dev/null
     "$PY" -m ray.scripts.scripts status 2>/dev/null | grep -E "GPU" || true ;;
   status)
-    "$PY" -m orchestrator.cli results ls --db "$DB" 2>/dev/null | tail -n 25 || true
+    "$PY" -m vmatrix.orchestrator.cli results ls --db "$DB" 2>/dev/null | tail -n 25 || true
     for log in "$VMATRIX_DATA"/sweep-*.log; do
       [ -f "$log" ] && echo "$log: $(grep -c SWEEP-DONE "$log" || true) done"
     done
@@ -140,9 +140,9 @@ import sqlite3, sys
 src = sqlite3.connect(sys.argv[1]); dst = sqlite3.connect(sys.argv[2])
 src.backup(dst)  # a consistent copy while WAL files may still hold pages
 EOF
-    "$PY" -m orchestrator.cli results table --db "$DB" --rows engine --cols prefix_caching,speculative \
+    "$PY" -m vmatrix.orchestrator.cli results table --db "$DB" --rows engine --cols prefix_caching,speculative \
       --format markdown >"$dest/table.md" 2>&1 || true
-    "$PY" -m orchestrator.cli results noise --db "$DB" >"$dest/noise.txt" 2>&1 || true
+    "$PY" -m vmatrix.orchestrator.cli results noise --db "$DB" >"$dest/noise.txt" 2>&1 || true
     if [ -f "$VMATRIX_DATA/packing.txt" ]; then
       "$PY" benchmarks/gpu_packing_summary.py "$DB" "$VMATRIX_DATA/packing.txt" >"$dest/packing.md" 2>&1 || true
     fi

@@ -7,8 +7,8 @@ versions torch cannot use (NCCL 2.29.7: the host's 2.28.9 lacks 8 symbols that
 (``--no-deps --target`` style: torch's RPATH finds ``nvidia/nccl/lib`` beside it). Only the
 engine sees it: the orchestrator and the host keep their own torch.
 
-    python -m images.overlay build DEST WHEEL ... [--sm 90] [--cut PREFIX ...] [--env K=V ...]
-    python -m images.overlay check OVERLAY [--python PY]   (on the host: before any engine)
+    python -m vmatrix.images.overlay build DEST WHEEL ... [--sm 90] [--cut PREFIX ...] [--env K=V ...]
+    python -m vmatrix.images.overlay check OVERLAY [--python PY]   (on the host: before any engine)
 
 ``build`` (here, with network) unpacks the wheels, drops what the engine never loads
 (headers, Blackwell's ptxas, CUPTI) and blanks the GPU code of other architectures
@@ -30,7 +30,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from images.fatbin import blank_others
+from vmatrix.images.fatbin import blank_others
 
 MANIFEST = "vmatrix-overlay.json"
 CHECKED = ".vmatrix-checked"
@@ -171,7 +171,7 @@ def checked(overlay: Path) -> tuple[bool | None, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m images.overlay", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m vmatrix.images.overlay", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="unpack WHEELs into DEST, trimmed and blanked for one GPU architecture")
     b.add_argument("dest", type=Path)

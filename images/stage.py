@@ -1,14 +1,14 @@
 """Stage what the offline H200 host needs for a vLLM release, ready for images/volumes.py.
 
-    python -m images.stage release VERSION DEST     DEST/vllm-VERSION: the engine wheel (trimmed,
+    python -m vmatrix.images.stage release VERSION DEST     DEST/vllm-VERSION: the engine wheel (trimmed,
                                                     blanked for sm_90, stored) and the wheels
                                                     of its dependencies the host lacks (stored)
-    python -m images.stage vmatrix DEST              DEST/_vmatrix: vmatrix's own dependencies
-    python -m images.stage torch VERSION DEST [--torchvision V]
+    python -m vmatrix.images.stage vmatrix DEST              DEST/_vmatrix: vmatrix's own dependencies
+    python -m vmatrix.images.stage torch VERSION DEST [--torchvision V]
                                                     DEST/_torch-VERSION: the overlay of a torch
                                                     the host lacks (images/overlay.py)
 
-then ``python -m images.volumes pack OUT DEST/_vmatrix DEST/vllm-X DEST/_torch-Y``. The
+then ``python -m vmatrix.images.volumes pack OUT DEST/_vmatrix DEST/vllm-X DEST/_torch-Y``. The
 release step is ../shared/gpu/stage-wheels' logic (the host's package list, the same
 skips), run with this machine's pip against the host's Python (3.12, manylinux x86_64).
 Wheels are rewritten uncompressed (``--stored``): the volumes' xz packs their contents
@@ -27,8 +27,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from images import overlay
-from images.trim_wheel import H200_CUTS, trim
+from vmatrix.images import overlay
+from vmatrix.images.trim_wheel import H200_CUTS, trim
 
 HOST_PACKAGES = Path(__file__).resolve().parent / "host-packages.txt"
 # Import-time needs the resolver does not see as such; heavy optional kernels left out
@@ -144,7 +144,7 @@ def torch(version: str, dest: Path, torchvision: str | None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m images.stage", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m vmatrix.images.stage", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("release")
     r.add_argument("version")

@@ -1,6 +1,6 @@
 """Drop from a wheel the files an offline H200 host never loads, so it travels in fewer uploads.
 
-    python -m images.trim_wheel IN.whl OUT.whl [PREFIX ...] [--sm 90] [--stored]
+    python -m vmatrix.images.trim_wheel IN.whl OUT.whl [PREFIX ...] [--sm 90] [--stored]
 
 Without PREFIXes, the cuts docs/GPU.md measured safe for vLLM's CUDA wheels on an H200
 (0.25.1 and 0.26.0): FlashAttention 2 (the H200 runs FlashAttention 3), the Rust frontend
@@ -23,7 +23,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from images.fatbin import blank_others
+from vmatrix.images.fatbin import blank_others
 
 H200_CUTS = (
     "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so",

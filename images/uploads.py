@@ -9,8 +9,8 @@ folders travel once and are linked back on the host), and fills uploads
 copies an upload into the wheelhouse, then joins pieces and restores links, and
 runs after every upload: it finishes whatever is complete so far.
 
-    python -m images.uploads pack OUT FOLDER [FOLDER ...] [--max-mib 58]
-    python -m images.uploads unpack UPLOAD WHEELHOUSE
+    python -m vmatrix.images.uploads pack OUT FOLDER [FOLDER ...] [--max-mib 58]
+    python -m vmatrix.images.uploads unpack UPLOAD WHEELHOUSE
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def unpack(upload: Path, wheelhouse: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m images.uploads", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m vmatrix.images.uploads", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pack", help="cut FOLDERs (wheelhouse subfolders, in sending order) into uploads under OUT")
     p.add_argument("out", type=Path)

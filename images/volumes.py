@@ -18,10 +18,10 @@ says which volumes are still missing, the list to send; ``plan`` groups the uplo
 not yet sent into calls of at most ``--room-mib`` each (what a call may carry beside the
 checkout), in sending order. A folder whose volumes are all in gets ``.complete``.
 
-    python -m images.volumes pack OUT FOLDER [FOLDER ...] [--mib 6] [--jobs 2] [--cache DIR]
-    python -m images.volumes apply UPLOAD [UPLOAD ...] DEST
-    python -m images.volumes status DEST
-    python -m images.volumes plan OUT --room-mib R [--sent NAME ...]
+    python -m vmatrix.images.volumes pack OUT FOLDER [FOLDER ...] [--mib 6] [--jobs 2] [--cache DIR]
+    python -m vmatrix.images.volumes apply UPLOAD [UPLOAD ...] DEST
+    python -m vmatrix.images.volumes status DEST
+    python -m vmatrix.images.volumes plan OUT --room-mib R [--sent NAME ...]
 
 Standard library only: the host runs it with nothing installed.
 """
@@ -363,7 +363,7 @@ def plan(out: Path, room: int, sent: frozenset[str] | set[str] = frozenset()) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m images.volumes", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m vmatrix.images.volumes", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pack", help="cut FOLDERs (sent in this order) into xz volumes, one upload folder each")
     p.add_argument("out", type=Path)

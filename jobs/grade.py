@@ -38,8 +38,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from jobs import symptoms
-from jobs.shape_grade import Shaped, repeat_counts, repeats_line, shape_coverage, shape_findings, shape_recall
+from vmatrix.jobs import symptoms
+from vmatrix.jobs.shape_grade import Shaped, repeat_counts, repeats_line, shape_coverage, shape_findings, shape_recall
 from vmatrix.records import RequestRecord, Transcript, answer_span
 
 # Drift on tokens both runs agree on, beyond this multiple of the noise floor (its

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.traces import (
+from vmatrix.expect import tool_arguments
+from vmatrix.jobs.traces import (
     Session,
     SharedPrefix,
     Trace,
@@ -29,7 +30,6 @@ from jobs.traces import (
     session_problem,
     validate,
 )
-from vmatrix.expect import tool_arguments
 
 Message = tuple[str, str]  # (role, text): role is user, assistant or tool after normalising
 

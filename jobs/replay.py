@@ -44,8 +44,8 @@ from pathlib import Path
 
 import aiohttp
 
-from jobs.grade import first_divergence
-from jobs.metrics import delta, scrape
+from vmatrix.jobs.grade import first_divergence
+from vmatrix.jobs.metrics import delta, scrape
 from vmatrix.records import ControlReference, RequestRecord, Transcript
 from vmatrix.workload import Api, ReplayRequest, Workload
 

@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
-from images.canary import corpus
 from vmatrix.expect import Expectation
+from vmatrix.images.canary import corpus
 from vmatrix.workload import Claim, Probe, ReplayRequest
 
 # What the builders below make of a spec. A cell's id holds its shaped workload's spec, not

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from images.canary import corpus
 from vmatrix.errors import TraceError
 from vmatrix.expect import Expectation
+from vmatrix.images.canary import corpus
 from vmatrix.workload import ReplayRequest, Workload
 
 SCHEMA = "vmatrix.trace/1"

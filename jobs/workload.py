@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any, Literal, Protocol
 
-from images.canary import corpus
-from jobs.shapes import LAYOUT_VERSION, ShapeParams, build_shapes
 from vmatrix.expect import Expectation
+from vmatrix.images.canary import corpus
+from vmatrix.jobs.shapes import LAYOUT_VERSION, ShapeParams, build_shapes
 from vmatrix.workload import Api, ReplayRequest, Workload
 
 
@@ -174,7 +174,7 @@ def build_workload(spec: WorkloadParams, block: int | None = None, layout_versio
         return Workload(name=spec.name, phases=tuple(phases), max_tokens=spec.max_tokens,
                         top_logprobs=spec.top_logprobs, api=spec.api, block_tokens=block)
     if spec.kind == "trace":
-        from jobs.traces import load_trace, trace_to_workload
+        from vmatrix.jobs.traces import load_trace, trace_to_workload
 
         return replace(trace_to_workload(load_trace(spec.trace), spec.max_tokens, spec.top_logprobs), api=spec.api)
     rng = random.Random(spec.seed)

@@ -24,11 +24,11 @@ from typing import Any
 
 from filelock import FileLock
 
-from orchestrator.engine_args import path_trap
-from orchestrator.paths import cache_dir
-from orchestrator.spec import ModelSpec
 from vmatrix.cells import ModelRef, digest
 from vmatrix.errors import CanaryError
+from vmatrix.orchestrator.engine_args import path_trap
+from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.spec import ModelSpec
 
 BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
 CORPUS = BUILDER.with_name("corpus.py")

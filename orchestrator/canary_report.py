@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from db.store import Store
-from orchestrator.matrix import Plan
+from vmatrix.db.store import Store
+from vmatrix.orchestrator.matrix import Plan
 
 NEAR_TIE = 0.1  # a control margin under this is a near-tie (the target: <= 1% of tokens)
 

@@ -30,10 +30,12 @@ from typing import Any
 
 import yaml
 
-from db.store import FixesRecord, Store
-from images.recipe import patches_dir
-from orchestrator.matrix import Plan, expand
-from orchestrator.spec import (
+from vmatrix.cells import Cell
+from vmatrix.db.store import FixesRecord, Store
+from vmatrix.errors import InputError, NotFoundError
+from vmatrix.images.recipe import patches_dir
+from vmatrix.orchestrator.matrix import Plan, expand
+from vmatrix.orchestrator.spec import (
     EngineSpec,
     MatrixSpec,
     PatchEntry,
@@ -42,8 +44,6 @@ from orchestrator.spec import (
     is_patch_folder,
     parse_spec,
 )
-from vmatrix.cells import Cell
-from vmatrix.errors import InputError, NotFoundError
 
 # What a fix is asked to turn: a cell whose answers are wrong, or that crashed.
 FIXABLE = ("corrupt", "crashed")
@@ -266,8 +266,8 @@ def find_fixes(store: Store, cell_prefix: str, candidate_texts: list[str], log_d
                any_verdict: bool = False) -> FixesResult:
     """Run CELL with each candidate (and all together), grade each against the cell's control,
     store the table and its answer. ``listener(label, phase)`` hears each cell's phases."""
-    from orchestrator.scheduler import SweepError
-    from orchestrator.scheduler import run_sweep as default_run_sweep
+    from vmatrix.orchestrator.scheduler import SweepError
+    from vmatrix.orchestrator.scheduler import run_sweep as default_run_sweep
 
     t0 = time.monotonic()
     say = listener or (lambda label, phase: None)
@@ -323,7 +323,7 @@ def _grade_against(store: Store, spec: MatrixSpec, cell: Cell, sweep_id: int) ->
     """Make sure the candidate's newest run is graded against the cell's control: a run an
     earlier sweep recorded (the same patched engine in a matrix of its own) was graded
     against that engine's control, so it is graded again, appended."""
-    from orchestrator.grading import regrade_run
+    from vmatrix.orchestrator.grading import regrade_run
 
     run = store.latest_run(cell.id)
     if run is None or run.status != "ok":
@@ -335,7 +335,7 @@ def _grade_against(store: Store, spec: MatrixSpec, cell: Cell, sweep_id: int) ->
 
 
 def _recorded_cell(store: Store, prefix: str) -> Cell:
-    from db.queries import show_cell
+    from vmatrix.db.queries import show_cell
 
     try:
         cell_id = show_cell(store, prefix).cell_id

@@ -13,19 +13,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from db.models import Run
-from db.store import Store
-from jobs.grade import PREFIX_HITS, Exercised, NoiseFloor, grade_transcripts, noise_floor, scaled_tie_margin
-from jobs.replay import model_end_tokens
-from jobs.shape_grade import Placed, Shaped
-from jobs.shapes import fragments
-from jobs.workload import build_workload
-from orchestrator.canary import excused_symptoms, logit_scale
-from orchestrator.geometry import lmcache_on
-from orchestrator.matrix import Plan
-from orchestrator.runtimes.signature import engine_block_tokens
-from orchestrator.spec import Grading, WorkloadSpec
 from vmatrix.cells import Cell, Grade, RunOutcome
+from vmatrix.db.models import Run
+from vmatrix.db.store import Store
+from vmatrix.jobs.grade import PREFIX_HITS, Exercised, NoiseFloor, grade_transcripts, noise_floor, scaled_tie_margin
+from vmatrix.jobs.replay import model_end_tokens
+from vmatrix.jobs.shape_grade import Placed, Shaped
+from vmatrix.jobs.shapes import fragments
+from vmatrix.jobs.workload import build_workload
+from vmatrix.orchestrator.canary import excused_symptoms, logit_scale
+from vmatrix.orchestrator.geometry import lmcache_on
+from vmatrix.orchestrator.matrix import Plan
+from vmatrix.orchestrator.runtimes.signature import engine_block_tokens
+from vmatrix.orchestrator.spec import Grading, WorkloadSpec
 from vmatrix.records import Layout, Transcript
 
 

@@ -15,14 +15,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from images.recipe import PatchSetError
-from jobs.workload import workload_digest
-from orchestrator.canary import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
-from orchestrator.engine_args import MEMORY_FLAG, flag_value, path_trap
-from orchestrator.patch_sources import resolve
-from orchestrator.paths import cache_dir
-from orchestrator.spec import GPU_HEADROOM, Knobs, MatrixSpec, Resources, Rule, SpecError
 from vmatrix.cells import Cell, ModelRef, digest
+from vmatrix.images.recipe import PatchSetError
+from vmatrix.jobs.workload import workload_digest
+from vmatrix.orchestrator.canary import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
+from vmatrix.orchestrator.engine_args import MEMORY_FLAG, flag_value, path_trap
+from vmatrix.orchestrator.patch_sources import resolve
+from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.spec import GPU_HEADROOM, Knobs, MatrixSpec, Resources, Rule, SpecError
 from vmatrix.recipe import EngineRecipe
 
 

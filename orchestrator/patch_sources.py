@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from images.recipe import files_digest, patch_set_digest, set_content
-from orchestrator.paths import cache_dir
-from orchestrator.spec import PatchEntry, is_patch_folder
 from vmatrix.errors import PatchSetError
+from vmatrix.images.recipe import files_digest, patch_set_digest, set_content
+from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.spec import PatchEntry, is_patch_folder
 
 FETCH_TIMEOUT_S = 30
 

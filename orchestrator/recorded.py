@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from db.queries import resolve_cell_id
-from db.store import Store
-from jobs.workload import build_workload, requests_digest, workload_digest
-from orchestrator.spec import WorkloadSpec
 from vmatrix.cells import Cell
+from vmatrix.db.queries import resolve_cell_id
+from vmatrix.db.store import Store
 from vmatrix.errors import NotFoundError
+from vmatrix.jobs.workload import build_workload, requests_digest, workload_digest
+from vmatrix.orchestrator.spec import WorkloadSpec
 from vmatrix.records import Layout
 from vmatrix.workload import Workload
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.spec import EngineSpec, MatrixSpec, SpecError, field_line, load_spec
-from orchestrator.versions import Listing, in_range, is_range, listing, release_choice
+from vmatrix.orchestrator.spec import EngineSpec, MatrixSpec, SpecError, field_line, load_spec
+from vmatrix.orchestrator.versions import Listing, in_range, is_range, listing, release_choice
 
 
 @dataclass(frozen=True)

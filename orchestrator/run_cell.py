@@ -28,23 +28,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from images.gpu_gate import gate_env, hook_id
-from images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
-from jobs.replay import model_end_tokens, replay
-from jobs.shapes import LAYOUT_VERSION
-from jobs.workload import build_workload, layout_block, requests_digest
-from orchestrator import lmcache
-from orchestrator.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
-from orchestrator.runtimes import EngineStart, Runtime
-from orchestrator.runtimes.affinity import engine_cpus
-from orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, Engine, free_port
-from orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, profiling_collision
-from orchestrator.runtimes.local import EngineProcess, LocalRuntime
-from orchestrator.runtimes.phases import KV_CACHE_READY, LogFollower
-from orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
-from orchestrator.spec import Timeouts, WorkloadSpec, memory_share
 from vmatrix.cells import Cell, RunOutcome
 from vmatrix.errors import BuildError
+from vmatrix.images.gpu_gate import gate_env, hook_id
+from vmatrix.images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
+from vmatrix.jobs.replay import model_end_tokens, replay
+from vmatrix.jobs.shapes import LAYOUT_VERSION
+from vmatrix.jobs.workload import build_workload, layout_block, requests_digest
+from vmatrix.orchestrator import lmcache
+from vmatrix.orchestrator.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
+from vmatrix.orchestrator.runtimes import EngineStart, Runtime
+from vmatrix.orchestrator.runtimes.affinity import engine_cpus
+from vmatrix.orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, Engine, free_port
+from vmatrix.orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, profiling_collision
+from vmatrix.orchestrator.runtimes.local import EngineProcess, LocalRuntime
+from vmatrix.orchestrator.runtimes.phases import KV_CACHE_READY, LogFollower
+from vmatrix.orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
+from vmatrix.orchestrator.spec import Timeouts, WorkloadSpec, memory_share
 from vmatrix.progress import REPLAY, Step, StepReport
 from vmatrix.records import ControlReference, Layout
 

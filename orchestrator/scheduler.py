@@ -28,19 +28,26 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from db.store import Store
-from jobs.grade import effective_tie_margin, noise_floor
-from orchestrator.canary import SHIPPED, CanaryError, canary_dir, draft_ref, ensure_canary
-from orchestrator.geometry import violations
-from orchestrator.grading import calibrate, end_tokens_for, grade_cell, grade_waiting, tie_margin_for, will_grade
-from orchestrator.matrix import Plan
-from orchestrator.run_cell import run_cell
-from orchestrator.runtimes import Runtime, runtime_named
-from orchestrator.runtimes.engine import owner_id
-from orchestrator.runtimes.local import ensure_env, reap_orphans
-from orchestrator.spec import Grading, Timeouts
 from vmatrix.cells import STATUSES, Cell, RunOutcome
+from vmatrix.db.store import Store
 from vmatrix.errors import SweepError
+from vmatrix.jobs.grade import effective_tie_margin, noise_floor
+from vmatrix.orchestrator.canary import SHIPPED, CanaryError, canary_dir, draft_ref, ensure_canary
+from vmatrix.orchestrator.geometry import violations
+from vmatrix.orchestrator.grading import (
+    calibrate,
+    end_tokens_for,
+    grade_cell,
+    grade_waiting,
+    tie_margin_for,
+    will_grade,
+)
+from vmatrix.orchestrator.matrix import Plan
+from vmatrix.orchestrator.run_cell import run_cell
+from vmatrix.orchestrator.runtimes import Runtime, runtime_named
+from vmatrix.orchestrator.runtimes.engine import owner_id
+from vmatrix.orchestrator.runtimes.local import ensure_env, reap_orphans
+from vmatrix.orchestrator.spec import Grading, Timeouts
 from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle
 from vmatrix.records import ControlReference, Transcript
 

@@ -8,9 +8,9 @@ concurrent prompts (jobs.shapes.fragments), so the plan names the cells whose bu
 
 from __future__ import annotations
 
-from jobs.shapes import fragments, race_lengths
-from orchestrator.spec import WorkloadSpec
 from vmatrix.cells import Cell
+from vmatrix.jobs.shapes import fragments, race_lengths
+from vmatrix.orchestrator.spec import WorkloadSpec
 
 
 def shape_notes(cell: Cell) -> list[str]:

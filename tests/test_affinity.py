@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runtimes.affinity import cpus_for_gpus, format_cpulist, parse_cpulist, pinning_enabled
+from vmatrix.orchestrator.runtimes.affinity import cpus_for_gpus, format_cpulist, parse_cpulist, pinning_enabled
 
 
 def test_cpulist_round_trip() -> None:
@@ -50,7 +50,7 @@ def test_pinning_is_opt_in() -> None:
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to bind to one of them")
 def test_engine_process_and_its_children_are_bound(tmp_path: Path) -> None:
-    from orchestrator.runtimes.local import EngineProcess
+    from vmatrix.orchestrator.runtimes.local import EngineProcess
 
     cpu = max(os.sched_getaffinity(0))
     out = tmp_path / "affinity"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from images.base import import_rootfs
-from images.build import ImageBuildError, client
+from vmatrix.images.base import import_rootfs
+from vmatrix.images.build import ImageBuildError, client
 
 try:
     DOCKER = client()

@@ -28,20 +28,26 @@ import typer
 from packaging.version import Version
 from typer.testing import CliRunner
 
-from db.store import Store
-from orchestrator.bisect import BisectError, BisectRequest, run_bisect
-from orchestrator.bisect.commits import DEFAULT_WHEEL_URL, commit_candidates, commit_recipe, commit_version, wheel_for
-from orchestrator.bisect.evaluate import request_metrics
-from orchestrator.bisect.predicate import Observation, parse_predicate
-from orchestrator.bisect.releases import release_candidates
-from orchestrator.bisect.search import max_steps, pick, search
-from orchestrator.bisect.selector import parse_selector, select_cells
-from orchestrator.cli.common import error_line
-from orchestrator.matrix import expand
-from orchestrator.scheduler import SweepResult
-from orchestrator.scheduler import run_sweep as real_run_sweep
-from orchestrator.spec import parse_spec
 from vmatrix.cells import Grade, RunOutcome
+from vmatrix.db.store import Store
+from vmatrix.orchestrator.bisect import BisectError, BisectRequest, run_bisect
+from vmatrix.orchestrator.bisect.commits import (
+    DEFAULT_WHEEL_URL,
+    commit_candidates,
+    commit_recipe,
+    commit_version,
+    wheel_for,
+)
+from vmatrix.orchestrator.bisect.evaluate import request_metrics
+from vmatrix.orchestrator.bisect.predicate import Observation, parse_predicate
+from vmatrix.orchestrator.bisect.releases import release_candidates
+from vmatrix.orchestrator.bisect.search import max_steps, pick, search
+from vmatrix.orchestrator.bisect.selector import parse_selector, select_cells
+from vmatrix.orchestrator.cli.common import error_line
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.scheduler import SweepResult
+from vmatrix.orchestrator.scheduler import run_sweep as real_run_sweep
+from vmatrix.orchestrator.spec import parse_spec
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import RequestRecord, Transcript
 
@@ -182,8 +188,8 @@ def test_predicate_grammar() -> None:
 
 
 def test_ordered_verdicts_and_the_default() -> None:
-    from orchestrator.bisect.predicate import DEFAULT
-    from orchestrator.cli.bisect import DEFAULT_PREDICATE
+    from vmatrix.orchestrator.bisect.predicate import DEFAULT
+    from vmatrix.orchestrator.cli.bisect import DEFAULT_PREDICATE
 
     assert DEFAULT == DEFAULT_PREDICATE == "verdict >= degraded"
     worse = parse_predicate(DEFAULT)
@@ -591,7 +597,7 @@ def test_commit_mode_on_the_cpu_needs_a_wheel_location(setup, repo: Path) -> Non
 
 
 def cli() -> typer.Typer:
-    from orchestrator.cli.bisect import bisect
+    from vmatrix.orchestrator.cli.bisect import bisect
 
     app = typer.Typer()
     app.command("bisect")(bisect)
@@ -609,7 +615,7 @@ def cli() -> typer.Typer:
 def test_cli_bad_input_is_one_error_line_and_exit_2(setup, monkeypatch: pytest.MonkeyPatch, args: list[str],
                                                     message: str) -> None:
     req, *_ = setup
-    monkeypatch.setattr("orchestrator.versions.releases", lambda dist, pre=False: list(RELEASES))
+    monkeypatch.setattr("vmatrix.orchestrator.versions.releases", lambda dist, pre=False: list(RELEASES))
     argv = ["bisect", "--matrix", str(req.matrix), "--db", str(req.matrix.with_suffix(".db"))]
     if "--cell" not in args:
         argv += ["--cell", req.cell]

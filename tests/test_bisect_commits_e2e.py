@@ -37,9 +37,9 @@ import typer
 from filelock import FileLock
 from typer.testing import CliRunner
 
-from db.store import Store
-from orchestrator.bisect import BisectRequest, run_bisect
-from orchestrator.paths import cache_dir
+from vmatrix.db.store import Store
+from vmatrix.orchestrator.bisect import BisectRequest, run_bisect
+from vmatrix.orchestrator.paths import cache_dir
 
 pytestmark = pytest.mark.engine
 
@@ -146,7 +146,7 @@ def test_finds_the_commit_that_fixed_the_crash_from_per_commit_wheels(bisected) 
 
 
 def test_running_it_again_reuses_every_step_and_prints_the_commits_around_the_change(bisected) -> None:
-    from orchestrator.cli.bisect import bisect
+    from vmatrix.orchestrator.cli.bisect import bisect
 
     req, _, first, (c0, c1, c2) = bisected
     app = typer.Typer()

@@ -23,9 +23,9 @@ import ray
 import typer
 from typer.testing import CliRunner
 
-from db.store import Store
-from orchestrator.bisect import BisectRequest, run_bisect
-from orchestrator.bisect.search import max_steps
+from vmatrix.db.store import Store
+from vmatrix.orchestrator.bisect import BisectRequest, run_bisect
+from vmatrix.orchestrator.bisect.search import max_steps
 
 pytestmark = pytest.mark.engine
 
@@ -68,7 +68,7 @@ def test_finds_the_release_that_fixed_the_crash(bisected) -> None:
 
 
 def test_running_it_again_reuses_every_step(bisected) -> None:
-    from orchestrator.cli.bisect import bisect
+    from vmatrix.orchestrator.cli.bisect import bisect
 
     req, _, first = bisected
     app = typer.Typer()

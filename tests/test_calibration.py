@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import exc, text
 
-from db.store import Store
-from jobs.grade import effective_tie_margin, grade_transcripts, noise_floor
-from jobs.replay import confidently_diverged
-from orchestrator.grading import calibrate, grade_cell, will_grade
-from orchestrator.matrix import expand
-from orchestrator.scheduler import control_reference, run_sweep
-from orchestrator.spec import Grading, parse_spec
 from vmatrix.cells import RunOutcome
+from vmatrix.db.store import Store
+from vmatrix.jobs.grade import effective_tie_margin, grade_transcripts, noise_floor
+from vmatrix.jobs.replay import confidently_diverged
+from vmatrix.orchestrator.grading import calibrate, grade_cell, will_grade
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.scheduler import control_reference, run_sweep
+from vmatrix.orchestrator.spec import Grading, parse_spec
 from vmatrix.records import ControlReference, Transcript
 
 Runs = dict[str, Transcript]  # the conftest fixture `recorded_runs`
@@ -116,9 +116,9 @@ def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: P
 def test_grade_cell_tells_the_grader_what_the_cell_exercised(tmp_path: Path, recorded_runs: Runs) -> None:
     """Recorded prefix-caching run of the stock engine: clean with its hits counted;
     the same run with the hit counters taken out (by hand) is unexercised."""
-    from jobs.grade import Exercised
-    from jobs.traces import save_trace, synth_trace
-    from orchestrator.grading import exercised
+    from vmatrix.jobs.grade import Exercised
+    from vmatrix.jobs.traces import save_trace, synth_trace
+    from vmatrix.orchestrator.grading import exercised
 
     matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "")
     plan = expand(parse_spec(matrix, "cov.yaml"), "cov.yaml")
@@ -175,13 +175,13 @@ def test_the_logit_scale_reaches_grade_cell_and_the_early_abort(tmp_path: Path, 
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The canary's recorded scale (its folder's vmatrix-canary.json, written by hand here)
     or grading.logit_scale raise the margin, for the grade and for the replay's early abort."""
-    from orchestrator.canary import canary_dir
-    from orchestrator.grading import tie_margin_for
-    from orchestrator.scheduler import reference_for
+    from vmatrix.orchestrator.canary import canary_dir
+    from vmatrix.orchestrator.grading import tie_margin_for
+    from vmatrix.orchestrator.scheduler import reference_for
 
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
     # Not the shipped canary (its folder is the repository's): one built "here", in tmp.
-    monkeypatch.setattr("orchestrator.canary.SHIPPED", tmp_path / "shipped")
+    monkeypatch.setattr("vmatrix.orchestrator.canary.SHIPPED", tmp_path / "shipped")
     matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "grading: {tie_margin: 0.01}\n")
     plan = expand(parse_spec(matrix, "s.yaml"), "s.yaml")
     control, cell = plan.cells

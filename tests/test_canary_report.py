@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from db.store import Store
-from orchestrator.canary_report import report_matrix, summarize
-from orchestrator.matrix import expand
-from orchestrator.spec import parse_spec
 from vmatrix.cells import RunOutcome
+from vmatrix.db.store import Store
 from vmatrix.expect import Expectation
+from vmatrix.orchestrator.canary_report import report_matrix, summarize
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.spec import parse_spec
 from vmatrix.records import RequestRecord, Transcript
 
 END = 2  # the model's end-of-turn token id, here

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from vmatrix.orchestrator.cli import app
 
 runner = CliRunner()
 QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart.yaml"
@@ -23,10 +23,10 @@ def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_pat
     so a user sees what `sweep run` would skip; a results file that is not there stays so."""
     import time
 
-    from db.store import Store
-    from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
     from vmatrix.cells import Grade, RunOutcome
+    from vmatrix.db.store import Store
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.spec import load_spec
     from vmatrix.records import Transcript
 
     missing = tmp_path / "none.db"
@@ -53,10 +53,10 @@ def test_results_ls_reads_at_80_columns(tmp_path: Path) -> None:
     fits, knobs wrap between knobs and a run is at most two lines; wider, the signature shows."""
     import time
 
-    from db.store import Store
-    from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
     from vmatrix.cells import Grade, RunOutcome
+    from vmatrix.db.store import Store
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.spec import load_spec
     from vmatrix.records import Transcript
 
     plan = expand(load_spec(QUICKSTART, check_index=False), str(QUICKSTART))

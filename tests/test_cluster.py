@@ -43,9 +43,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from images.base import DEFAULT_TAG, build_base
-from images.build import ImageBuildError, client
-from orchestrator.runtimes.docker import CONTAINER_PORT, LABEL_CELL, LABEL_NODE, LABEL_OWNER
+from vmatrix.images.base import DEFAULT_TAG, build_base
+from vmatrix.images.build import ImageBuildError, client
+from vmatrix.orchestrator.runtimes.docker import CONTAINER_PORT, LABEL_CELL, LABEL_NODE, LABEL_OWNER
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "vmatrix-cluster-test"  # the Compose project: names and labels every node container
@@ -213,8 +213,8 @@ def _served(container: Any) -> float:
 def _local_grades(e2e_sweep, plan) -> dict[str, tuple[str, str, str | None]]:
     """cell id -> (status, verdict, signature) of the local runtime's run of each of ``plan``'s
     cells, graded with ``plan``'s grading (the e2e sweep's own calibrates; nothing is recorded)."""
-    from orchestrator.grading import grade_cell
     from vmatrix.cells import RunOutcome
+    from vmatrix.orchestrator.grading import grade_cell
 
     local_plan, store, *_ = e2e_sweep
     local = {c.id: c for c in local_plan.cells}
@@ -236,9 +236,9 @@ def _local_grades(e2e_sweep, plan) -> dict[str, tuple[str, str, str | None]]:
 @pytest.mark.timeout(3600)
 def test_quickstart_through_the_head_matches_the_local_runtime_and_survives_a_lost_worker(
         e2e_sweep, cluster, tmp_path: Path) -> None:
-    from db.store import Store
-    from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec, parse_spec
+    from vmatrix.db.store import Store
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.spec import load_spec, parse_spec
 
     compose, env, _, workers = cluster
     plan = expand(parse_spec(MATRIX, QUICKSTART.name), QUICKSTART.name)

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from jobs.replay import replay
-from jobs.workload import build_workload
-from orchestrator.canary import ensure_canary
-from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
-from orchestrator.matrix import expand
-from orchestrator.runtimes.engine import free_port
-from orchestrator.runtimes.local import EngineProcess, ensure_env, group_pids
-from orchestrator.spec import WorkloadSpec, parse_spec
+from vmatrix.jobs.replay import replay
+from vmatrix.jobs.workload import build_workload
+from vmatrix.orchestrator.canary import ensure_canary
+from vmatrix.orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.runtimes.engine import free_port
+from vmatrix.orchestrator.runtimes.local import EngineProcess, ensure_env, group_pids
+from vmatrix.orchestrator.spec import WorkloadSpec, parse_spec
 
 pytestmark = pytest.mark.engine
 

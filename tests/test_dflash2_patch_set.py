@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from images.recipe import patch_files
+from vmatrix.images.recipe import patch_files
 
 DATA = Path(__file__).resolve().parent / "data"
 SETS = {"dflash2-0.27.1": DATA / "vllm-cpu" / "0.27.1", "dflash2-0.26.0": DATA / "vllm-cuda" / "0.26.0"}

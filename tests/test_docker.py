@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import ray
 
-from images.base import DEFAULT_TAG, build_base
-from images.build import ImageBuildError, ImageOptions, build_image, client, render
-from orchestrator.runtimes.docker import LABEL_CELL, LABEL_OWNER, LABEL_SWEEP, owner_label, reap_containers
+from vmatrix.images.base import DEFAULT_TAG, build_base
+from vmatrix.images.build import ImageBuildError, ImageOptions, build_image, client, render
+from vmatrix.orchestrator.runtimes.docker import LABEL_CELL, LABEL_OWNER, LABEL_SWEEP, owner_label, reap_containers
 from vmatrix.recipe import EngineRecipe
 
 try:
@@ -89,10 +89,10 @@ def test_reaper_removes_containers_of_dead_owners_only(base_image: str) -> None:
 
 @pytest.fixture(scope="module")
 def docker_sweep(base_image: str, tmp_path_factory: pytest.TempPathFactory):
-    from db.store import Store
-    from orchestrator.matrix import expand
-    from orchestrator.scheduler import run_sweep
-    from orchestrator.spec import parse_spec
+    from vmatrix.db.store import Store
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.scheduler import run_sweep
+    from vmatrix.orchestrator.spec import parse_spec
 
     tmp = tmp_path_factory.mktemp("docker")
     mp = pytest.MonkeyPatch()

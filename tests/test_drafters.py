@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.canary import DRAFTERS, SHIPPED, canary_dir, canary_recipe, draft_dir, model_ref
-from orchestrator.engine_args import engine_argv
-from orchestrator.matrix import expand
-from orchestrator.spec import ModelSpec, SpecError, parse_spec
 from vmatrix.errors import CanaryError
+from vmatrix.orchestrator.canary import DRAFTERS, SHIPPED, canary_dir, canary_recipe, draft_dir, model_ref
+from vmatrix.orchestrator.engine_args import engine_argv
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.spec import ModelSpec, SpecError, parse_spec
 from vmatrix.recipe import EngineRecipe
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.engine_args import engine_argv, engine_env
-from orchestrator.spec import Knobs
+from vmatrix.orchestrator.engine_args import engine_argv, engine_env
+from vmatrix.orchestrator.spec import Knobs
 from vmatrix.recipe import EngineRecipe
 
 PY = Path("/venv/bin/python")

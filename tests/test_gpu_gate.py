@@ -23,12 +23,12 @@ from types import SimpleNamespace
 import pytest
 from filelock import FileLock, Timeout
 
-from images.gpu_gate import FOLDER, cannot_gate, gate_env
-from images.gpu_gate import vmatrix_gpu_gate as hook
-from orchestrator.paths import cache_dir
-from orchestrator.runtimes.gpu_share import GpuGate, flock_holders
-from orchestrator.runtimes.local import EngineEnv, LocalRuntime
-from orchestrator.runtimes.phases import LogFollower
+from vmatrix.images.gpu_gate import FOLDER, cannot_gate, gate_env
+from vmatrix.images.gpu_gate import vmatrix_gpu_gate as hook
+from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.runtimes.gpu_share import GpuGate, flock_holders
+from vmatrix.orchestrator.runtimes.local import EngineEnv, LocalRuntime
+from vmatrix.orchestrator.runtimes.phases import LogFollower
 
 # vLLM's worker, reduced to the calls of a start; every step sleeps STEP seconds.
 FAKE_WORKER = '''
@@ -397,13 +397,13 @@ def test_a_real_vllm_engine_waits_at_the_gate_in_its_worker_only(tmp_path: Path)
     is gated alike): held at the gate, the engine still gets through its imports, API
     server and engine core, and stops before its worker's first step; let through, it
     loads, profiles, warms up, gives the gate back before vLLM says so, and serves."""
-    from orchestrator.canary import ensure_canary
-    from orchestrator.engine_args import engine_argv
-    from orchestrator.engine_args import engine_env as vllm_env
-    from orchestrator.matrix import expand
-    from orchestrator.runtimes.engine import free_port
-    from orchestrator.runtimes.local import EngineProcess, ensure_env
-    from orchestrator.spec import parse_spec
+    from vmatrix.orchestrator.canary import ensure_canary
+    from vmatrix.orchestrator.engine_args import engine_argv
+    from vmatrix.orchestrator.engine_args import engine_env as vllm_env
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.runtimes.engine import free_port
+    from vmatrix.orchestrator.runtimes.local import EngineProcess, ensure_env
+    from vmatrix.orchestrator.spec import parse_spec
 
     cell = expand(parse_spec(REAL, "gate.yaml"), "gate.yaml").cells[0]
     env = ensure_env(cell.engine, tmp_path / "env.log")

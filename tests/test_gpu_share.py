@@ -24,18 +24,18 @@ from typing import Any
 import pytest
 import ray
 
-from images.gpu_gate import FOLDER
-from images.gpu_gate.vmatrix_gpu_gate import ENV
-from orchestrator.engine_args import engine_argv
-from orchestrator.matrix import expand
-from orchestrator.run_cell import engine_start, gpu_ids_for, run_cell
-from orchestrator.runtimes import EngineStart
-from orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, flock_holders, profiling_collision
-from orchestrator.runtimes.local import EngineProcess, LocalRuntime
-from orchestrator.scheduler import _start_local_ray, task_options
-from orchestrator.spec import Resources, SpecError, Timeouts, parse_spec
 from tests.test_gpu_gate import ENGINE, fake_vllm
 from vmatrix.cells import Cell, ModelRef
+from vmatrix.images.gpu_gate import FOLDER
+from vmatrix.images.gpu_gate.vmatrix_gpu_gate import ENV
+from vmatrix.orchestrator.engine_args import engine_argv
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.run_cell import engine_start, gpu_ids_for, run_cell
+from vmatrix.orchestrator.runtimes import EngineStart
+from vmatrix.orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, flock_holders, profiling_collision
+from vmatrix.orchestrator.runtimes.local import EngineProcess, LocalRuntime
+from vmatrix.orchestrator.scheduler import _start_local_ray, task_options
+from vmatrix.orchestrator.spec import Resources, SpecError, Timeouts, parse_spec
 from vmatrix.recipe import EngineRecipe
 
 MATRIX = """\

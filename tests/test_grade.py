@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.grade import grade_transcripts
+from vmatrix.jobs.grade import grade_transcripts
 from vmatrix.records import RequestRecord, Transcript
 
 
@@ -175,7 +175,7 @@ RIGHT = "var_1 = alpha beta"
 
 
 def test_mcnemar_one_sided_exact() -> None:
-    from jobs.grade import mcnemar_p
+    from vmatrix.jobs.grade import mcnemar_p
 
     assert mcnemar_p(5, 0) == 1 / 32 and mcnemar_p(4, 0) == 1 / 16 and mcnemar_p(0, 0) == 1.0
     assert mcnemar_p(6, 1) == 8 / 128 and mcnemar_p(7, 1) == 9 / 256
@@ -251,7 +251,7 @@ def with_metrics(t: Transcript, **phases: dict[str, float]) -> Transcript:
 
 
 def test_prefix_caching_without_a_hit_is_unexercised() -> None:
-    from jobs.grade import Exercised
+    from vmatrix.jobs.grade import Exercised
 
     control = tx([1, 2], [3, 4])
     pc = Exercised(prefix_caching=True)
@@ -278,7 +278,7 @@ def test_prefix_caching_without_a_hit_is_unexercised() -> None:
 
 
 def test_speculative_decoding_without_a_draft_is_unexercised() -> None:
-    from jobs.grade import Exercised
+    from vmatrix.jobs.grade import Exercised
 
     control = tx([1, 2], [3, 4])
     spec = Exercised(speculative=True)
@@ -290,7 +290,7 @@ def test_speculative_decoding_without_a_draft_is_unexercised() -> None:
 
 
 def test_lmcache_that_served_nothing_is_unexercised() -> None:
-    from jobs.grade import Exercised
+    from vmatrix.jobs.grade import Exercised
 
     control = tx([1, 2], [3, 4])
     lmc = Exercised(lmcache=True)
@@ -306,7 +306,7 @@ def test_lmcache_that_served_nothing_is_unexercised() -> None:
 
 
 def test_a_restart_point_not_executed_is_unexercised() -> None:
-    from jobs.grade import Exercised
+    from vmatrix.jobs.grade import Exercised
 
     control = tx([1, 2], [3, 4])
     restart = Exercised(restart_points=("turn-0", "turn-1"))
@@ -321,7 +321,7 @@ def test_a_restart_point_not_executed_is_unexercised() -> None:
 
 
 def test_corrupt_comes_before_unexercised_and_unexercised_before_degraded() -> None:
-    from jobs.grade import Exercised
+    from vmatrix.jobs.grade import Exercised
 
     spec = Exercised(speculative=True)
     control = tx([1, 2, 3], [4, 5, 6])
@@ -338,7 +338,7 @@ def test_corrupt_comes_before_unexercised_and_unexercised_before_degraded() -> N
 # --- the tie margin at the logit scale (bf16 resolution) ---------------------------------
 
 def test_bf16_step() -> None:
-    from jobs.grade import bf16_step
+    from vmatrix.jobs.grade import bf16_step
 
     # 8 significant bits: values in [2**e, 2**(e+1)) are 2**(e-7) apart.
     assert bf16_step(8.0) == bf16_step(12.0) == bf16_step(15.99) == bf16_step(-12.0) == 1 / 16
@@ -348,7 +348,7 @@ def test_bf16_step() -> None:
 
 
 def test_the_tie_margin_is_raised_to_bf16_steps_at_the_logit_scale() -> None:
-    from jobs.grade import NoiseFloor, effective_tie_margin, scaled_tie_margin
+    from vmatrix.jobs.grade import NoiseFloor, effective_tie_margin, scaled_tie_margin
 
     assert scaled_tie_margin(0.04, 2, None) == 0.04  # no scale known: the configured margin
     assert scaled_tie_margin(0.04, 2, 12.0) == 0.125 and scaled_tie_margin(0.04, 2, 5.0) == 0.0625
@@ -420,7 +420,7 @@ def test_a_divergence_inside_the_answer_or_at_its_end_token_still_counts() -> No
 
 
 def test_drift_and_the_noise_floor_are_measured_on_the_answer_too() -> None:
-    from jobs.grade import noise_floor
+    from vmatrix.jobs.grade import noise_floor
 
     control = tx([1, 0, 3])
     repeat = tx([1, 0, 4])
@@ -432,7 +432,7 @@ def test_drift_and_the_noise_floor_are_measured_on_the_answer_too() -> None:
 
 
 def test_early_abort_counts_divergences_in_the_answer_only() -> None:
-    from jobs.replay import confidently_diverged
+    from vmatrix.jobs.replay import confidently_diverged
     from vmatrix.records import ControlReference
 
     control = tx([1, 2, 0, 8, 8])
@@ -445,7 +445,7 @@ def test_early_abort_counts_divergences_in_the_answer_only() -> None:
 
 
 def test_a_probe_laid_out_for_other_blocks_than_the_engines_is_unexercised() -> None:
-    from jobs.grade import Exercised
+    from vmatrix.jobs.grade import Exercised
 
     claim = Exercised(prefix_caching=True, probe_block_tokens=384)
     cell = tx([1, 2], [3, 4])
@@ -463,7 +463,7 @@ def test_margin_drift_is_evidence_and_not_a_verdict() -> None:
     """Hand-built: every token the control's, the top-1/top-2 margins moved. A state scaled by
     0.5 moved them 0.94 on the CPU engine, healthy cells on an H200 0.44-0.81 (docs/GRADING.md,
     docs/GPU.md): no envelope separates them, so the move is reported and not graded."""
-    from jobs.grade import NoiseFloor
+    from vmatrix.jobs.grade import NoiseFloor
 
     cell = tx([1, 2, 3])
     cell.requests[0].margins = [1.5, 0.56, 1.5]

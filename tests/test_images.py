@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from images.build import ImageBuildError, ImageOptions, render
-from images.recipe import patch_set_digest
-from orchestrator.engine_args import engine_argv
-from orchestrator.spec import SpecError, parse_spec
+from vmatrix.images.build import ImageBuildError, ImageOptions, render
+from vmatrix.images.recipe import patch_set_digest
+from vmatrix.orchestrator.engine_args import engine_argv
+from vmatrix.orchestrator.spec import SpecError, parse_spec
 from vmatrix.recipe import EngineRecipe
 
 BASE = ImageOptions(base="vmatrix/base:bookworm", wheelhouse=(), ca_bundle="")

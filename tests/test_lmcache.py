@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from db.queries import lookup_table, render_table
-from db.store import Store
-from jobs.traces import save_trace, synth_trace
-from jobs.workload import workload_digest
-from orchestrator import lmcache
-from orchestrator.engine_args import engine_argv
-from orchestrator.geometry import violations
-from orchestrator.matrix import expand
-from orchestrator.scheduler import run_sweep
-from orchestrator.spec import Knobs, SpecError, WorkloadSpec, parse_spec
+from vmatrix.db.queries import lookup_table, render_table
+from vmatrix.db.store import Store
+from vmatrix.jobs.traces import save_trace, synth_trace
+from vmatrix.jobs.workload import workload_digest
+from vmatrix.orchestrator import lmcache
+from vmatrix.orchestrator.engine_args import engine_argv
+from vmatrix.orchestrator.geometry import violations
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.spec import Knobs, SpecError, WorkloadSpec, parse_spec
 from vmatrix.recipe import EngineRecipe
 
 BASE = """\
@@ -176,7 +176,7 @@ def test_invalid_cells_are_recorded_without_an_engine(tmp_path: Path) -> None:
     bad = [c for c in p.cells if not c.is_control]
     store = Store.open(tmp_path / "r.db")
     sweep = store.create_sweep("t", "t.yaml", INVALID)
-    from orchestrator.matrix import Plan
+    from vmatrix.orchestrator.matrix import Plan
 
     result = run_sweep(Plan(spec=p.spec, cells=bad), store, sweep, tmp_path / "logs")
     assert result.ran == [bad[0].id]
@@ -202,7 +202,7 @@ def test_run_invalid_flag() -> None:
 def test_plan_marks_invalid_cells(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from vmatrix.orchestrator.cli import app
 
     matrix = tmp_path / "m.yaml"
     matrix.write_text(INVALID)
@@ -215,7 +215,7 @@ def test_signature_reads_only_what_this_start_wrote(tmp_path: Path) -> None:
     """A restarted engine appends to the run's log; the first life's errors are not the second's."""
     import sys
 
-    from orchestrator.runtimes.local import EngineProcess
+    from vmatrix.orchestrator.runtimes.local import EngineProcess
 
     log = tmp_path / "engine.log"
     proc = EngineProcess(argv=[sys.executable, "-c", "raise ValueError('first life')"], env={}, log_path=log, port=1)
@@ -241,7 +241,7 @@ def test_engine_started_from_a_thread_outlives_the_thread(tmp_path: Path) -> Non
     import sys
     import threading
 
-    from orchestrator.runtimes.local import EngineProcess
+    from vmatrix.orchestrator.runtimes.local import EngineProcess
 
     proc = EngineProcess(argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={}, log_path=tmp_path / "log",
                          port=1)

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 import ray
 
-from db.store import Store
-from jobs.traces import save_trace, synth_trace
-from orchestrator.matrix import expand
-from orchestrator.scheduler import run_sweep
-from orchestrator.spec import parse_spec
+from vmatrix.db.store import Store
+from vmatrix.jobs.traces import save_trace, synth_trace
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.spec import parse_spec
 
 # Five engine starts; on a 2-core host shared with other engines one start took up to
 # 14 minutes, so the module may need more than the suite's 30-minute default.

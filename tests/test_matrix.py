@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.matrix import expand
-from orchestrator.spec import SpecError, parse_spec
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.spec import SpecError, parse_spec
 
 BASE = """\
 name: t

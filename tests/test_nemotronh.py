@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.canary import (
+from tests.test_drafters import _header
+from vmatrix.errors import CanaryError
+from vmatrix.orchestrator.canary import (
     BUILDER,
     CANARIES,
     NEMOTRONH_BUILDER,
@@ -28,9 +30,7 @@ from orchestrator.canary import (
     excused_symptoms,
     shipped_dir,
 )
-from orchestrator.runtimes.local import ensure_env
-from tests.test_drafters import _header
-from vmatrix.errors import CanaryError
+from vmatrix.orchestrator.runtimes.local import ensure_env
 from vmatrix.recipe import EngineRecipe
 
 ENV = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "TRANSFORMERS_VERBOSITY": "error"}
@@ -158,7 +158,7 @@ def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is
     train it, and never starts a build (the stand-in "python" would write a folder)."""
     import hashlib
 
-    from orchestrator.canary import CORPUS
+    from vmatrix.orchestrator.canary import CORPUS
 
     assert canary_recipe("tiny-nemotronh")["builder"] == hashlib.sha256(
         NEMOTRONH_BUILDER.read_bytes() + BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from db.store import Store
-from jobs.grade import repeatability
-from orchestrator.cli import app
-from orchestrator.matrix import expand
-from orchestrator.spec import parse_spec
 from vmatrix.cells import RunOutcome
+from vmatrix.db.store import Store
+from vmatrix.jobs.grade import repeatability
+from vmatrix.orchestrator.cli import app
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.spec import parse_spec
 from vmatrix.records import RequestRecord, Transcript
 
 
@@ -83,8 +83,8 @@ def _two_cell_sweep(tmp_path: Path, extra: str = ""):
 def test_regrade_appends_new_grades_and_keeps_the_old(tmp_path: Path) -> None:
     """Hand-built transcripts in a real results DB: a control and a cell that
     diverges confidently; regrading appends a grade, the first one stays."""
-    from db.queries import show_cell
     from vmatrix.cells import Grade
+    from vmatrix.db.queries import show_cell
 
     control, cell, db, store, sweep = _two_cell_sweep(tmp_path)
     now = time.time()
@@ -111,7 +111,7 @@ def test_regrade_grades_recall_from_the_stored_expectations(tmp_path: Path) -> N
     `results regrade`: every answer leaves the control at a near-tie (token by token only
     flips), and all five are wrong where the control's are right: corrupt on recall. The
     matrix's grading.logit_scale reaches the regrade too."""
-    from db.queries import show_cell
+    from vmatrix.db.queries import show_cell
     from vmatrix.expect import Expectation
 
     control, cell, db, store, sweep = _two_cell_sweep(tmp_path, "grading: {logit_scale: 12}\n")
@@ -142,7 +142,7 @@ def test_regrade_grades_runs_whose_matrix_now_expands_to_other_cells(tmp_path: P
     not left out."""
     from dataclasses import replace
 
-    from db.queries import show_cell
+    from vmatrix.db.queries import show_cell
 
     control, cell, db, store, sweep = _two_cell_sweep(tmp_path)
     old_control = replace(control, id="0" * 16)

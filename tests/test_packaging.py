@@ -22,7 +22,11 @@ def test_the_wheel_holds_every_patch_set_file(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
                     str(source)], check=True, cwd=tmp_path)
     wheel = next((tmp_path / "dist").glob("*.whl"))
-    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("images/patches/")}
+    names = zipfile.ZipFile(wheel).namelist()
+    # One import name (setup.py): images/ ships as vmatrix/images/, and nothing else
+    # lands at the top of site-packages beside vmatrix and its metadata.
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"vmatrix"}
+    shipped = {n.removeprefix("vmatrix/") for n in names if n.startswith("vmatrix/images/patches/")}
     tree = {p.relative_to(ROOT).as_posix() for p in (ROOT / "images" / "patches").rglob("*")
             if p.is_file() and "__pycache__" not in p.parts}
     assert tree, "no patch sets in the checkout"

@@ -17,14 +17,14 @@ import pytest
 from test_results_queries import MTP2, NEW, OLD, make_cell, record
 from typer.testing import CliRunner
 
-from db.report import RESULT_COLORS, build_report, render_report
-from db.site import build_site, publish
-from db.store import Store
-from db.table import lookup_table, result_names
-from orchestrator.cli import app
-from orchestrator.spec import Knobs
 from vmatrix.cells import Grade
+from vmatrix.db.report import RESULT_COLORS, build_report, render_report
+from vmatrix.db.site import build_site, publish
+from vmatrix.db.store import Store
+from vmatrix.db.table import lookup_table, result_names
 from vmatrix.errors import InputError
+from vmatrix.orchestrator.cli import app
+from vmatrix.orchestrator.spec import Knobs
 
 AGENT = "agent: no asked line lies inside the block its hit restored (the hits came lower than laid out)"
 SPEC_TAIL = "spec_tail: /metrics not scraped (drafted tokens)"

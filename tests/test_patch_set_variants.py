@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from images.recipe import patch_set_digest, recipe_patches, set_variants
-from orchestrator.matrix import expand
-from orchestrator.spec import SpecError, load_spec
 from vmatrix.errors import EnvBuildError, ImageBuildError, PatchSetError
+from vmatrix.images.recipe import patch_set_digest, recipe_patches, set_variants
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.spec import SpecError, load_spec
 from vmatrix.recipe import EngineRecipe
 
 
@@ -65,14 +65,14 @@ def test_an_engine_gets_its_release_s_variant_and_only_it_is_its_content(sets: P
 
 
 def test_a_plain_set_keeps_the_digest_it_always_had(sets: Path) -> None:
-    from images.recipe import files_digest
+    from vmatrix.images.recipe import files_digest
 
     f = sets / "plain" / "0001-y.patch"
     assert patch_set_digest("plain") == patch_set_digest("plain", "0.30.0") == files_digest([(f.name, f.read_bytes())])
 
 
 def test_a_release_without_a_variant_fails_its_build_naming_set_and_release(sets: Path, tmp_path: Path) -> None:
-    from orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.runtimes.local import ensure_env
 
     cells = _cells(tmp_path, "  - {vllm: 0.26.0, patches: per-release}")  # plans: a recorded outcome, not a refusal
     recipe = next(iter(cells.values())).engine
@@ -82,7 +82,7 @@ def test_a_release_without_a_variant_fails_its_build_naming_set_and_release(sets
     # The local runtime fails before it installs anything (no index is reached here).
     with pytest.raises(EnvBuildError, match=message):
         ensure_env(recipe, tmp_path / "build.log")
-    from images.build import ImageOptions, render
+    from vmatrix.images.build import ImageOptions, render
 
     with pytest.raises(ImageBuildError, match=message):
         render(recipe, ImageOptions(base="vmatrix/base:bookworm", wheelhouse=(), ca_bundle=""))

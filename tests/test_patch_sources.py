@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.matrix import expand
-from orchestrator.patch_sources import failure_reason
-from orchestrator.paths import cache_dir
-from orchestrator.runtimes.local import EnvBuildError, _apply_patches
-from orchestrator.spec import SpecError, load_spec
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.patch_sources import failure_reason
+from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.runtimes.local import EnvBuildError, _apply_patches
+from vmatrix.orchestrator.spec import SpecError, load_spec
 
 VLLM_FILE = "vllm/envs.py"
 LMCACHE_FILE = "lmcache/utils.py"
@@ -218,7 +218,7 @@ def test_failure_reason_reads_patch_output() -> None:
 
 
 def test_an_image_gets_a_lists_patches_numbered_in_order_with_their_content_in_the_tag(tmp_path: Path) -> None:
-    from images.build import ImageOptions, render
+    from vmatrix.images.build import ImageOptions, render
 
     (tmp_path / "z.patch").write_text(_diff(VLLM_FILE, "a\n", "b\n"))
     (tmp_path / "a.diff").write_text(_diff(VLLM_FILE, "b\n", "c\n"))
@@ -232,7 +232,7 @@ def test_an_image_gets_a_lists_patches_numbered_in_order_with_their_content_in_t
 
 
 def test_an_engine_with_a_patch_list_can_be_bisected(tmp_path: Path) -> None:
-    from orchestrator.bisect.selector import base_engine, parse_selector
+    from vmatrix.orchestrator.bisect.selector import base_engine, parse_selector
 
     (tmp_path / "a.patch").write_text(_diff(VLLM_FILE, "a\n", "b\n"))
     spec = load_spec(_matrix(tmp_path, "  - {vllm: 0.32.0, patches: [a.patch]}"), check_index=False)
@@ -243,7 +243,7 @@ def test_an_engine_with_a_patch_list_can_be_bisected(tmp_path: Path) -> None:
 def test_a_git_diff_keeps_its_new_and_deleted_target_files_and_drops_the_rest(tmp_path: Path) -> None:
     import subprocess
 
-    from orchestrator.patch_sources import for_target
+    from vmatrix.orchestrator.patch_sources import for_target
 
     # A real `git diff` of a PR-shaped change: a new module, a deleted one, a test, a doc.
     repo = tmp_path / "repo"
@@ -278,7 +278,7 @@ def test_the_images_patch_step_stacks_patches_and_names_the_failing_file_and_hun
     """The rendered Dockerfile's own loop, run by bash with the real patch on a copied tree."""
     import subprocess
 
-    from images.build import ImageOptions, render
+    from vmatrix.images.build import ImageOptions, render
 
     first, after_first = _marking(VLLM_FILE, "# first")
     second, _ = _marking(VLLM_FILE, "# second", base=after_first)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.canary import META, canary_dir, served_paths
-from orchestrator.engine_args import path_trap
-from orchestrator.matrix import expand
-from orchestrator.spec import SpecError, parse_spec
+from vmatrix.orchestrator.canary import META, canary_dir, served_paths
+from vmatrix.orchestrator.engine_args import path_trap
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.spec import SpecError, parse_spec
 
 
 @pytest.mark.parametrize(("path", "method", "word"), [

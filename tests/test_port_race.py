@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.run_cell import port_race, run_cell
-from orchestrator.runtimes import EngineStart
-from orchestrator.runtimes.local import EngineProcess
-from orchestrator.spec import Timeouts
 from vmatrix.cells import Cell, ModelRef
+from vmatrix.orchestrator.run_cell import port_race, run_cell
+from vmatrix.orchestrator.runtimes import EngineStart
+from vmatrix.orchestrator.runtimes.local import EngineProcess
+from vmatrix.orchestrator.spec import Timeouts
 from vmatrix.recipe import EngineRecipe
 
 RACE = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "

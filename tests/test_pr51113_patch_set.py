@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from images.recipe import patch_files, set_variants
+from vmatrix.images.recipe import patch_files, set_variants
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm-cuda"
 FILE = "vllm/v1/core/sched/scheduler.py"

@@ -23,12 +23,12 @@ import pytest
 from rich.console import Console
 from test_replay_client import _workload, stub
 
-from images.build import build_step
-from jobs.replay import replay
-from orchestrator.cli.sweep_view import SweepView
-from orchestrator.runtimes.local import _EnvSteps, _run, _uv
-from orchestrator.runtimes.phases import LogFollower, engine_phase
-from orchestrator.scheduler import canary_step
+from vmatrix.images.build import build_step
+from vmatrix.jobs.replay import replay
+from vmatrix.orchestrator.cli.sweep_view import SweepView
+from vmatrix.orchestrator.runtimes.local import _EnvSteps, _run, _uv
+from vmatrix.orchestrator.runtimes.phases import LogFollower, engine_phase
+from vmatrix.orchestrator.scheduler import canary_step
 from vmatrix.progress import CANARY, ENGINE, ENV, IMAGE, REPLAY, Step, Throttle
 
 DATA = Path(__file__).parent / "data"
@@ -228,7 +228,7 @@ def test_a_build_waiting_on_another_process_lock_says_so(tmp_path: Path) -> None
 
     from filelock import FileLock
 
-    from orchestrator.runtimes.engine import say_if_locked
+    from vmatrix.orchestrator.runtimes.engine import say_if_locked
 
     path = tmp_path / "env.lock"
     seen: list[Step] = []

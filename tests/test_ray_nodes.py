@@ -27,10 +27,10 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from db.store import Store
-from orchestrator.matrix import expand
-from orchestrator.scheduler import run_sweep
-from orchestrator.spec import parse_spec
+from vmatrix.db.store import Store
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.spec import parse_spec
 
 pytestmark = pytest.mark.engine
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from images.recipe import requirements, wheel_path
-from orchestrator.matrix import expand
-from orchestrator.runtimes.local import EnvBuildError, ensure_env
-from orchestrator.spec import load_spec
 from vmatrix.cells import Cell
+from vmatrix.images.recipe import requirements, wheel_path
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.runtimes.local import EnvBuildError, ensure_env
+from vmatrix.orchestrator.spec import load_spec
 from vmatrix.recipe import EngineRecipe
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -8,11 +8,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from db.store import Store
-from orchestrator.grading import grade_waiting
-from orchestrator.matrix import expand
-from orchestrator.spec import parse_spec
 from vmatrix.cells import Grade, RunOutcome
+from vmatrix.db.store import Store
+from vmatrix.orchestrator.grading import grade_waiting
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.spec import parse_spec
 from vmatrix.records import RequestRecord, Transcript
 
 MATRIX = """\

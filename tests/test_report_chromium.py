@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from test_results_queries import build_sweep
 
-from db.queries import cell_results
-from db.report import write_report
-from db.store import Store
+from vmatrix.db.queries import cell_results
+from vmatrix.db.report import write_report
+from vmatrix.db.store import Store
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.canary import canary_dir
-from orchestrator.cli import app
-from orchestrator.runtimes.local import ensure_env
 from tests.recorded_dbs import unpacked
+from vmatrix.orchestrator.canary import canary_dir
+from vmatrix.orchestrator.cli import app
+from vmatrix.orchestrator.runtimes.local import ensure_env
 from vmatrix.recipe import EngineRecipe
 
 pytestmark = pytest.mark.engine

@@ -26,8 +26,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from db import compare as compare_mod
-from db.compare import (
+from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
+from vmatrix.db import compare as compare_mod
+from vmatrix.db.compare import (
     CellFilter,
     RunSamples,
     compare_groups,
@@ -42,15 +43,14 @@ from db.compare import (
     ratio_intervals,
     ttft_cold_hot,
 )
-from db.export import ExportError, export_rows, export_runs
-from db.queries import cell_results, diff_sweeps
-from db.reads import RecallCount, recall_counts
-from db.report import bar_chart, build_report, nice_ticks, render_report
-from db.store import Store
-from orchestrator.cli.results import report, results_extra
-from orchestrator.spec import Knobs
-from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
+from vmatrix.db.export import ExportError, export_rows, export_runs
+from vmatrix.db.queries import cell_results, diff_sweeps
+from vmatrix.db.reads import RecallCount, recall_counts
+from vmatrix.db.report import bar_chart, build_report, nice_ticks, render_report
+from vmatrix.db.store import Store
 from vmatrix.expect import Expectation
+from vmatrix.orchestrator.cli.results import report, results_extra
+from vmatrix.orchestrator.spec import Knobs
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import RequestRecord, Transcript
 
@@ -406,7 +406,7 @@ def test_control_to_clean_is_no_change() -> None:
 
 
 def test_listed_pairs_rank_changes_first_then_size() -> None:
-    from orchestrator.cli.results import listed_pairs
+    from vmatrix.orchestrator.cli.results import listed_pairs
 
     def pair(label: str, after: str, ttft: float | None, decode: float) -> compare_mod.PairResult:
         iv = compare_mod.Interval
@@ -662,7 +662,7 @@ def test_packed_samples_match_as_decoded_ones(store: Store) -> None:
     """compare_groups matches samples as stored (db.samples.PackedSamples): by position
     when the keys texts are identical and nothing is missing, else decoded; either way
     the values are those matched() takes from decoded samples."""
-    from db.compare import load_packed_samples
+    from vmatrix.db.compare import load_packed_samples
 
     sweep = store.create_sweep("packed", "p.yaml", "")
     cells = [make_cell(NEW), make_cell(NEW, prefix_caching=True), make_cell(OLD)]
@@ -704,7 +704,7 @@ def test_read_commands_do_not_import_sqlalchemy(store: Store, db_url: str) -> No
     code = f"""
 import sys
 from typer.testing import CliRunner
-from orchestrator.cli import app
+from vmatrix.orchestrator.cli import app
 for argv in (["results", "table", "--db", {db_url!r}],
              ["results", "compare", "--db", {db_url!r}, "--baseline", "vllm=0.31.0", "--candidate", "vllm=0.32.0"]):
     out = CliRunner().invoke(app, argv)
@@ -712,7 +712,7 @@ for argv in (["results", "table", "--db", {db_url!r}],
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "alembic")))
 # Nor the matrix spec (pydantic, ~0.15 s: once pulled in by results regrade's module) nor
 # numpy.ma (~0.03 s, which np.quantile imports).
-print(sorted(m for m in sys.modules if m in ("orchestrator.spec", "pydantic", "numpy.ma")))
+print(sorted(m for m in sys.modules if m in ("vmatrix.orchestrator.spec", "pydantic", "numpy.ma")))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                           cwd=Path(__file__).resolve().parent.parent)

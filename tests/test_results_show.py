@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from vmatrix.orchestrator.cli import app
 
 runner = CliRunner()
 RECORDED = Path(__file__).parent.parent / "docs" / "runs" / "gpu-h200-verdicts-2026-12-01.db"
@@ -104,10 +104,10 @@ def test_crashed_run_shows_its_signature_as_the_reason(tmp_path: Path) -> None:
     """A hand-recorded crashed run (no engine): the reason is the run's signature."""
     import time
 
-    from db.store import Store
-    from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
     from vmatrix.cells import Grade, RunOutcome
+    from vmatrix.db.store import Store
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.spec import load_spec
 
     quickstart = Path(__file__).parent.parent / "examples" / "quickstart.yaml"
     plan = expand(load_spec(quickstart, check_index=False), str(quickstart))

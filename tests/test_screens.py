@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from vmatrix.orchestrator.cli import app
 
 ROOT = Path(__file__).parent.parent
 SCREENS = ROOT / "docs" / "screens"
@@ -57,8 +57,8 @@ def test_narrow_table_keeps_every_result_and_wide_keeps_the_grid(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The recorded store's lookup table at 80 columns is a list holding every table
     cell's text (read from the grid the same store gives at full width)."""
-    from db.reads import open_sqlite_at_head
-    from db.table import lookup_table
+    from vmatrix.db.reads import open_sqlite_at_head
+    from vmatrix.db.table import lookup_table
 
     monkeypatch.delenv("COLUMNS", raising=False)  # "piped" below means no width set
     db = tmp_path / "recorded.db"

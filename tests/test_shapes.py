@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from images.canary import corpus
-from jobs.shapes import LAYOUT_VERSION, canary_tokens, count, fragments, line_spans, where
-from jobs.workload import build_workload, workload_digest
-from orchestrator.spec import SpecError, WorkloadSpec, parse_spec
+from vmatrix.images.canary import corpus
+from vmatrix.jobs.shapes import LAYOUT_VERSION, canary_tokens, count, fragments, line_spans, where
+from vmatrix.jobs.workload import build_workload, workload_digest
+from vmatrix.orchestrator.spec import SpecError, WorkloadSpec, parse_spec
 from vmatrix.workload import Claim, ReplayRequest
 
 EVERY_SHAPE = [{"kind": "cold_race"}, {"kind": "cold_race", "name": "same", "identical": True},
@@ -202,7 +202,7 @@ def test_the_engines_template_and_the_shipped_tokenizer_make_exactly_these_token
     """What the positions rest on: the engine renders each message list with the canary's own
     chat template (its jinja, as vLLM does) and the shipped tokenizer splits the result into
     exactly ``canary_tokens`` of the text the layout counted, for every shaped request."""
-    from orchestrator.canary import SHIPPED
+    from vmatrix.orchestrator.canary import SHIPPED
 
     requests = [r for block in BLOCKS for r in _workload(block).requests]
     (tmp_path / "requests.json").write_text(json.dumps([[list(m) for m in r.messages] for r in requests]))
@@ -224,8 +224,8 @@ def test_the_engines_template_and_the_shipped_tokenizer_make_exactly_these_token
 
 
 def test_the_layout_is_the_block_the_engine_says_else_an_explicit_one_else_a_guess(tmp_path: Path) -> None:
-    from jobs.workload import GUESSED_BLOCK
-    from orchestrator.run_cell import engine_layout
+    from vmatrix.jobs.workload import GUESSED_BLOCK
+    from vmatrix.orchestrator.run_cell import engine_layout
 
     log = tmp_path / "engine.log"
     log.write_text("(Worker pid=9) INFO [interface.py:989] Setting attention block size to 384 tokens to ensure ...\n"

@@ -24,18 +24,18 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from db.queries import show_cell
-from db.store import Store
-from jobs.traces import load_trace, trace_to_workload
-from orchestrator.cli import app
-from orchestrator.matrix import expand
-from orchestrator.recorded import load_recorded
-from orchestrator.runtimes import EngineStart
-from orchestrator.runtimes.local import EngineProcess
-from orchestrator.shrink.ddmin import ddmin
-from orchestrator.shrink.units import as_trace, subset, units
-from orchestrator.spec import load_spec
 from tests.recorded_dbs import unpacked
+from vmatrix.db.queries import show_cell
+from vmatrix.db.store import Store
+from vmatrix.jobs.traces import load_trace, trace_to_workload
+from vmatrix.orchestrator.cli import app
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.recorded import load_recorded
+from vmatrix.orchestrator.runtimes import EngineStart
+from vmatrix.orchestrator.runtimes.local import EngineProcess
+from vmatrix.orchestrator.shrink.ddmin import ddmin
+from vmatrix.orchestrator.shrink.units import as_trace, subset, units
+from vmatrix.orchestrator.spec import load_spec
 from vmatrix.recipe import EngineRecipe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +158,7 @@ def _digest(messages: tuple[tuple[str, str], ...]) -> str:
 
 
 def test_shrink_finds_the_two_requests_records_probes_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.shrink import Settings, shrink
+    from vmatrix.orchestrator.shrink import Settings, shrink
 
     db = _copy(tmp_path)
     store = Store.open(db)
@@ -215,8 +215,8 @@ def test_a_cell_that_is_not_corrupt_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_search_keeps_the_units_that_went_wrong_and_asks_them_alone_first() -> None:
-    from orchestrator.shrink import around
-    from orchestrator.shrink.units import Unit
+    from vmatrix.orchestrator.shrink import around
+    from vmatrix.orchestrator.shrink.units import Unit
 
     found = [Unit(f"s{i}", frozenset({f"s{i}/0", f"s{i}/1"})) for i in range(16)]
     asked: list[list[str]] = []

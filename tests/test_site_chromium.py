@@ -22,8 +22,8 @@ import pytest
 from test_report_chromium import CHROMIUM, FLAGS, PNG_MAGIC, chromium
 from test_site_several import check_links
 
-from db.store import Store
 from tests.recorded_dbs import copy_to, shipped
+from vmatrix.db.store import Store
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.is_file(), reason="headless Chromium is not installed (apt-get install chromium)"
@@ -98,8 +98,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     tmp = tmp_path_factory.mktemp("site")
     db = tmp / "recorded.db"
     shutil.copy(RECORDED, db)
-    from db.site import publish
-    from orchestrator.spec import Knobs
+    from vmatrix.db.site import publish
+    from vmatrix.orchestrator.spec import Knobs
 
     store = Store.open(db)
     out = tmp / "site"
@@ -114,7 +114,7 @@ def test_every_link_leads_to_a_page_and_the_table_holds_what_the_store_does(site
     index = pages[(out / "index.html").resolve()]
     # Three releases x two cells, each square the newest verdict of that release's cell.
     store = Store.open(db)
-    from db.queries import cell_results
+    from vmatrix.db.queries import cell_results
 
     cells = {c.cell_id: c.result for c in cell_results(store)}
     squares = dict(re.findall(r'data-cell="([0-9a-f]{16})">\s*<a class="verdict"[^>]*>([a-z_ ]+)</a>', index))
@@ -128,8 +128,8 @@ def test_every_link_leads_to_a_page_and_the_table_holds_what_the_store_does(site
 
 def test_publishing_again_changes_no_file(site) -> None:
     _, out, db = site
-    from db.site import publish
-    from orchestrator.spec import Knobs
+    from vmatrix.db.site import publish
+    from vmatrix.orchestrator.spec import Knobs
 
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
     again = publish(Store.open(db), out, Knobs().canonical())
@@ -248,7 +248,7 @@ def everything(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pa
     through the CLI as a person would: `vmatrix publish DIR --db FOLDER`."""
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from vmatrix.orchestrator.cli import app
 
     tmp = tmp_path_factory.mktemp("everything")
     runs = tmp / "runs"
@@ -266,7 +266,7 @@ def test_every_db_under_docs_runs_as_one_site_and_the_h200_field_bugs_table(ever
     """The H200 field-bugs hunt (0.25.1 and 0.26.0, two DBs) is one table of the site of all
     of docs/runs, each square the newest result of its DB's cell, saying which DB; the
     screenshot is docs/screens/site-h200-field-bugs.png (VMATRIX_WRITE_SCREENS=1 writes it)."""
-    from db.queries import cell_results
+    from vmatrix.db.queries import cell_results
 
     tmp, out, runs = everything
     # Every link checked in the HTML as written (crawling ~130 pages through Chromium took

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from db.queries import cell_results
-from db.store import Store
-from orchestrator.cli import app
 from tests.recorded_dbs import copy_to, db_name, shipped
+from vmatrix.db.queries import cell_results
+from vmatrix.db.store import Store
+from vmatrix.orchestrator.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = shipped()

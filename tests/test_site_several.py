@@ -20,11 +20,11 @@ import pytest
 from test_results_queries import NEW, OLD, make_cell, record
 from typer.testing import CliRunner
 
-from db.site import build_site
-from db.store import BisectRecord, Store
-from orchestrator.cli import app
-from orchestrator.spec import Knobs
 from vmatrix.cells import Grade
+from vmatrix.db.site import build_site
+from vmatrix.db.store import BisectRecord, Store
+from vmatrix.orchestrator.cli import app
+from vmatrix.orchestrator.spec import Knobs
 
 runner = CliRunner()
 

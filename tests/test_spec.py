@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.spec import SpecError, load_spec, parse_spec
-from orchestrator.versions import releases
+from vmatrix.orchestrator.spec import SpecError, load_spec, parse_spec
+from vmatrix.orchestrator.versions import releases
 
 GOOD = """\
 name: q

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from vmatrix.orchestrator.cli import app
 
 RECORDED = Path(__file__).parent.parent / "docs" / "runs" / "gpu-h200-dflash2-0.26.0-2026-12-02.db"
 runner = CliRunner()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from images import overlay, stage
 from tests.test_torch_overlay import _overlay_wheels, _wheel
+from vmatrix.images import overlay, stage
 
 
 def test_pins_are_read_from_requires_dist_and_extras_do_not_count(tmp_path: Path) -> None:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from images.recipe import staged_wheels
-from orchestrator.runtimes import local
-from orchestrator.runtimes.local import EngineProcess, EnvBuildError, ensure_env
+from vmatrix.images.recipe import staged_wheels
+from vmatrix.orchestrator.runtimes import local
+from vmatrix.orchestrator.runtimes.local import EngineProcess, EnvBuildError, ensure_env
 from vmatrix.recipe import EngineRecipe
 
 
@@ -114,7 +114,7 @@ def test_orchestrator_in_a_venv_passes_its_packages_on(wheelhouse: Path, tmp_pat
     subprocess.run([str(outer / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     str(host_only)], check=True)
     script = ("import sys; from pathlib import Path; from vmatrix.recipe import EngineRecipe;"
-              "from orchestrator.runtimes.local import ensure_env;"
+              "from vmatrix.orchestrator.runtimes.local import ensure_env;"
               "print(ensure_env(EngineRecipe(vllm='9.9.9'), Path(sys.argv[1])).python)")
     # The host venv's --system-site-packages is the base interpreter's, not this test
     # runner's: run from a venv over a bare Python (the README's command in a

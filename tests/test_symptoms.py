@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs import symptoms as sy
+from vmatrix.jobs import symptoms as sy
 from vmatrix.records import RequestRecord, Transcript
 
 HEALTHY = [

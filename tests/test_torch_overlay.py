@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from images import fatbin, overlay, volumes
-from orchestrator.runtimes import local
-from orchestrator.runtimes.local import EngineProcess, EnvBuildError, ensure_env, with_overlay
+from vmatrix.images import fatbin, overlay, volumes
+from vmatrix.orchestrator.runtimes import local
+from vmatrix.orchestrator.runtimes.local import EngineProcess, EnvBuildError, ensure_env, with_overlay
 from vmatrix.recipe import EngineRecipe
 
 # (kind, sm) of each entry of the fake fat binary; an sm_90 GPU loads the sm_90 cubin and

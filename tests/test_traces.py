@@ -14,9 +14,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from images.canary import corpus
-from jobs.importers import import_openai, import_sharegpt, import_vllm_custom, segment_turns
-from jobs.traces import (
+from vmatrix.images.canary import corpus
+from vmatrix.jobs.importers import import_openai, import_sharegpt, import_vllm_custom, segment_turns
+from vmatrix.jobs.traces import (
     Phase,
     Schedule,
     Session,
@@ -32,7 +32,7 @@ from jobs.traces import (
     trace_digest,
     trace_to_workload,
 )
-from orchestrator.cli.traces import traces_app
+from vmatrix.orchestrator.cli.traces import traces_app
 
 runner = CliRunner()
 cli = typer.Typer()
@@ -117,9 +117,9 @@ def _error(path: Path) -> str:
 
 
 def test_expectations_travel_from_trace_to_workload_and_only_then_into_the_digest(tmp_path: Path) -> None:
-    from jobs.workload import workload_digest
-    from orchestrator.spec import WorkloadSpec
     from vmatrix.expect import Expectation
+    from vmatrix.jobs.workload import workload_digest
+    from vmatrix.orchestrator.spec import WorkloadSpec
 
     plain = small_trace()
     path = tmp_path / "t.jsonl"
@@ -149,9 +149,9 @@ def test_expectations_travel_from_trace_to_workload_and_only_then_into_the_diges
 def test_the_canary_workload_expects_the_recited_definitions() -> None:
     import random
 
-    from jobs.workload import build_workload, workload_digest
-    from orchestrator.spec import WorkloadSpec
     from vmatrix.expect import Expectation
+    from vmatrix.jobs.workload import build_workload, workload_digest
+    from vmatrix.orchestrator.spec import WorkloadSpec
 
     spec = WorkloadSpec(prefix_tokens=200, sessions=2, turns=2, agent_switches=1)
     wl = build_workload(spec)
@@ -180,8 +180,8 @@ def test_a_probing_workload_asks_each_session_once_for_the_line_the_boundary_spl
     ends right after a definition's name (token positions counted as the canary's tokenizer
     makes them; tests/test_canary.py checks that against it), and each session's first
     cache-hitting request asks for that definition once; without the option nothing changes."""
-    from jobs.workload import align_boundary, build_workload, word_starts, workload_digest
-    from orchestrator.spec import WorkloadSpec
+    from vmatrix.jobs.workload import align_boundary, build_workload, word_starts, workload_digest
+    from vmatrix.orchestrator.spec import WorkloadSpec
 
     rng = __import__("random").Random(3)
     _, defs = corpus.system_prompt(rng, 120)
@@ -216,7 +216,7 @@ def test_a_probe_that_cannot_be_laid_out_is_a_spec_error(tmp_path: Path) -> None
     """A workload that claims to probe and does not would grade prefix caching untested."""
     import pydantic
 
-    from orchestrator.spec import WorkloadSpec
+    from vmatrix.orchestrator.spec import WorkloadSpec
 
     with pytest.raises(pydantic.ValidationError, match="a 300-token prefix cannot be laid out .* 384-token block"):
         WorkloadSpec(prefix_tokens=300, probe_block_tokens=384)
@@ -474,8 +474,8 @@ def test_import_vllm_custom_and_cli(tmp_path: Path) -> None:
 
 
 def test_the_api_is_part_of_a_workload_and_its_digest(tmp_path: Path) -> None:
-    from jobs.workload import build_workload, workload_digest
-    from orchestrator.spec import WorkloadSpec
+    from vmatrix.jobs.workload import build_workload, workload_digest
+    from vmatrix.orchestrator.spec import WorkloadSpec
 
     path = tmp_path / "t.jsonl"
     save_trace(synth_trace(0, 2, 2, 200, 1), path)

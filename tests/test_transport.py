@@ -15,8 +15,8 @@ from typing import Self
 
 import pytest
 
-from jobs import replay as replay_mod
-from jobs.replay import client_session, replay, send
+from vmatrix.jobs import replay as replay_mod
+from vmatrix.jobs.replay import client_session, replay, send
 from vmatrix.records import RequestRecord, Transcript
 from vmatrix.workload import ReplayRequest, Workload
 

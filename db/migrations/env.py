@@ -3,7 +3,7 @@
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from db.models import Base
+from vmatrix.db.models import Base
 
 config = context.config
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from images.gpu_gate.vmatrix_gpu_gate import BEGIN, END, ENV, TARGETS
+from vmatrix.images.gpu_gate.vmatrix_gpu_gate import BEGIN, END, ENV, TARGETS
 
 FOLDER = Path(__file__).resolve().parent
 HOOK = FOLDER / "vmatrix_gpu_gate.py"

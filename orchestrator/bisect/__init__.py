@@ -15,9 +15,9 @@ Text for the terminal (tables, progress, which flag an error is about) is the CL
 :mod:`orchestrator.cli.bisect`.
 """
 
-from orchestrator.bisect.errors import BisectError, BisectInputError
-from orchestrator.bisect.report import BisectReport
-from orchestrator.bisect.run import BisectRequest, run_bisect
-from orchestrator.bisect.search import Step
+from vmatrix.orchestrator.bisect.errors import BisectError, BisectInputError
+from vmatrix.orchestrator.bisect.report import BisectReport
+from vmatrix.orchestrator.bisect.run import BisectRequest, run_bisect
+from vmatrix.orchestrator.bisect.search import Step
 
 __all__ = ["BisectError", "BisectInputError", "BisectReport", "BisectRequest", "Step", "run_bisect"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from images.recipe import wheel_path
-from orchestrator.bisect.errors import BisectError, BisectInputError
+from vmatrix.images.recipe import wheel_path
+from vmatrix.orchestrator.bisect.errors import BisectError, BisectInputError
 from vmatrix.recipe import EngineRecipe
 
 # vLLM's per-commit wheel of a main-branch commit (CUDA build), under the fixed

@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from orchestrator.bisect.errors import BisectError
-from orchestrator.bisect.predicate import Observation
-from orchestrator.spec import EngineSpec, MatrixSpec
 from vmatrix.cells import Cell
+from vmatrix.orchestrator.bisect.errors import BisectError
+from vmatrix.orchestrator.bisect.predicate import Observation
+from vmatrix.orchestrator.spec import EngineSpec, MatrixSpec
 from vmatrix.recipe import EngineRecipe
 
 
@@ -75,8 +75,8 @@ class SweepEvaluator:
         run_sweep: Callable[..., Any] | None = None,
         ensure_env: Callable[..., Any] | None = None,
     ) -> None:
-        from orchestrator import scheduler
-        from orchestrator.runtimes import local
+        from vmatrix.orchestrator import scheduler
+        from vmatrix.orchestrator.runtimes import local
 
         self.spec = spec
         self.engine = engine
@@ -93,7 +93,7 @@ class SweepEvaluator:
 
     def ready(self, candidate: str) -> bool:
         """Whether the candidate's engine venv is already built (no install needed)."""
-        from orchestrator.runtimes.local import env_ready
+        from vmatrix.orchestrator.runtimes.local import env_ready
 
         try:
             return env_ready(self.cells_for(candidate)[0].engine)
@@ -125,8 +125,8 @@ class SweepEvaluator:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __call__(self, candidates: list[str]) -> list[Observation]:
-        from orchestrator.matrix import Plan
-        from orchestrator.scheduler import SweepError
+        from vmatrix.orchestrator.matrix import Plan
+        from vmatrix.orchestrator.scheduler import SweepError
 
         pairs = {cand: self.cells_for(cand) for cand in candidates}
         controls = [ctl for _, ctl in pairs.values() if ctl is not None]

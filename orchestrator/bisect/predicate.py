@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from orchestrator.bisect.errors import BisectInputError
 from vmatrix.cells import LEGACY_VERDICTS, RANK, STATUSES, VERDICTS
+from vmatrix.orchestrator.bisect.errors import BisectInputError
 
 Answer = Literal["good", "bad", "skip"]
 

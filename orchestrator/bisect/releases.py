@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
-from orchestrator.bisect.errors import BisectError, BisectInputError
+from vmatrix.orchestrator.bisect.errors import BisectError, BisectInputError
 
 
 def _version(text: str, role: str) -> Version:
@@ -24,12 +24,12 @@ def release_candidates(
     pre-releases between the ends are kept only with ``pre`` (an end may be one anyway).
     """
     if known is None:
-        from orchestrator.versions import releases
+        from vmatrix.orchestrator.versions import releases
 
         known = releases(distribution, pre=True)
         if known is None:
             raise BisectError(f"cannot list {distribution} releases: the package index cannot be reached")
-    from orchestrator.versions import nearby
+    from vmatrix.orchestrator.versions import nearby
 
     ends = {}
     for role, text in (("good", good), ("bad", bad)):

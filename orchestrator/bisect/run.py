@@ -15,17 +15,23 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
-from orchestrator.bisect.commits import DEFAULT_WHEEL_URL, commit_candidates, commit_recipe, commit_version, wheel_for
-from orchestrator.bisect.errors import BisectError, BisectInputError
-from orchestrator.bisect.evaluate import Phase, SweepEvaluator
-from orchestrator.bisect.predicate import DEFAULT as DEFAULT_PREDICATE
-from orchestrator.bisect.predicate import Observation, parse_predicate
-from orchestrator.bisect.releases import release_candidates
-from orchestrator.bisect.report import BisectReport, neighbours
-from orchestrator.bisect.search import SearchResult, StepDone, StepListener, search
-from orchestrator.bisect.selector import base_engine, parse_selector, rebase_cells, select_cells, spec_for
-from orchestrator.spec import MatrixSpec, SpecError
 from vmatrix.cells import Cell
+from vmatrix.orchestrator.bisect.commits import (
+    DEFAULT_WHEEL_URL,
+    commit_candidates,
+    commit_recipe,
+    commit_version,
+    wheel_for,
+)
+from vmatrix.orchestrator.bisect.errors import BisectError, BisectInputError
+from vmatrix.orchestrator.bisect.evaluate import Phase, SweepEvaluator
+from vmatrix.orchestrator.bisect.predicate import DEFAULT as DEFAULT_PREDICATE
+from vmatrix.orchestrator.bisect.predicate import Observation, parse_predicate
+from vmatrix.orchestrator.bisect.releases import release_candidates
+from vmatrix.orchestrator.bisect.report import BisectReport, neighbours
+from vmatrix.orchestrator.bisect.search import SearchResult, StepDone, StepListener, search
+from vmatrix.orchestrator.bisect.selector import base_engine, parse_selector, rebase_cells, select_cells, spec_for
+from vmatrix.orchestrator.spec import MatrixSpec, SpecError
 
 
 @dataclass(frozen=True)
@@ -86,8 +92,8 @@ def run_bisect(
     Every user mistake raises :class:`BisectError` before any engine starts; one about an
     input is a :class:`BisectInputError` naming that input by its field here.
     """
-    from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.spec import load_spec
 
     t0 = time.monotonic()
     predicate = parse_predicate(req.predicate)
@@ -98,7 +104,7 @@ def run_bisect(
         if any(e.ranged for e in spec.engines):
             # A watched matrix (`vllm: ">=0.30"`): each step names its own release, but the
             # cell is selected on a real one, and a ranged `lmcache:` must name one too.
-            from orchestrator.release_ranges import resolve
+            from vmatrix.orchestrator.release_ranges import resolve
 
             spec = resolve(spec, source).spec
     except SpecError as exc:

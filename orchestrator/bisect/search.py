@@ -18,8 +18,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from orchestrator.bisect.errors import BisectError, BisectInputError
-from orchestrator.bisect.predicate import Answer, Observation, Predicate
+from vmatrix.orchestrator.bisect.errors import BisectError, BisectInputError
+from vmatrix.orchestrator.bisect.predicate import Answer, Observation, Predicate
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from dataclasses import replace
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
-from orchestrator.bisect.errors import BisectInputError
-from orchestrator.spec import KNOB_NAMES, EngineSpec, Knobs, MatrixSpec
 from vmatrix import selector
 from vmatrix.cells import Cell
+from vmatrix.orchestrator.bisect.errors import BisectInputError
+from vmatrix.orchestrator.spec import KNOB_NAMES, EngineSpec, Knobs, MatrixSpec
 from vmatrix.recipe import EngineRecipe
 
 _ENGINE_KEYS = ("patches", "lmcache", "accelerator")
@@ -116,7 +116,7 @@ def spec_for(spec: MatrixSpec, engine: EngineSpec, version: str) -> MatrixSpec:
 
 def select_cells(plan_cells: list[Cell], filters: dict[str, Any]) -> tuple[Cell, Cell | None]:
     """The one cell the selector names, and its control (None when it is a control)."""
-    from orchestrator.matrix import describe_knobs
+    from vmatrix.orchestrator.matrix import describe_knobs
 
     found = [c for c in plan_cells if cell_matches(c, filters)]
     # A control that also matches is only wanted when no graded cell does.

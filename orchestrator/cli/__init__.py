@@ -7,6 +7,6 @@ diff, report, publish), ``bisect``, ``watch``, ``images``, ``traces``, ``noise``
 ``orchestrator.cli`` imports it.
 """
 
-from orchestrator.cli.app import app, main
+from vmatrix.orchestrator.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -1,5 +1,5 @@
-"""``python -m orchestrator.cli``: the same as the ``vmatrix`` console script."""
+"""``python -m vmatrix.orchestrator.cli``: the same as the ``vmatrix`` console script."""
 
-from orchestrator.cli import main
+from vmatrix.orchestrator.cli import main
 
 main()

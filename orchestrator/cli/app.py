@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli.bisect import bisect
-from orchestrator.cli.common import (
+from vmatrix.orchestrator.cli.bisect import bisect
+from vmatrix.orchestrator.cli.common import (
     Commands,
     DbOpt,
     IndexOpt,
@@ -22,19 +22,19 @@ from orchestrator.cli.common import (
     open_store,
     use_index,
 )
-from orchestrator.cli.fixes import fixes
-from orchestrator.cli.images import images_app
-from orchestrator.cli.noise import results_noise
-from orchestrator.cli.regrade import results_regrade
-from orchestrator.cli.repro import repro
-from orchestrator.cli.results import publish, report, results_extra
-from orchestrator.cli.shrink import shrink
-from orchestrator.cli.traces import traces_app
-from orchestrator.cli.watch import watch
-from orchestrator.paths import runs_dir
+from vmatrix.orchestrator.cli.fixes import fixes
+from vmatrix.orchestrator.cli.images import images_app
+from vmatrix.orchestrator.cli.noise import results_noise
+from vmatrix.orchestrator.cli.regrade import results_regrade
+from vmatrix.orchestrator.cli.repro import repro
+from vmatrix.orchestrator.cli.results import publish, report, results_extra
+from vmatrix.orchestrator.cli.shrink import shrink
+from vmatrix.orchestrator.cli.traces import traces_app
+from vmatrix.orchestrator.cli.watch import watch
+from vmatrix.orchestrator.paths import runs_dir
 
 if TYPE_CHECKING:
-    from orchestrator.matrix import Plan
+    from vmatrix.orchestrator.matrix import Plan
 
 # The matrix, spec and trace modules (pydantic models, ~0.3 s to import) are imported by
 # the commands that read a matrix: `results table` and `results compare` should answer
@@ -80,8 +80,8 @@ ControlsOpt = Annotated[bool, typer.Option(
 
 def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = False,
           cells: list[str] | None = None) -> Plan:
-    from orchestrator.matrix import expand
-    from orchestrator.release_ranges import load_matrix
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.release_ranges import load_matrix
 
     resolved = load_matrix(path)
     for choice in resolved.ranges:  # what a range stands for today
@@ -89,7 +89,7 @@ def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = Fa
     plan = expand(resolved.spec, str(path))
     plan = plan.only_engines(engines) if engines else plan
     if cells:
-        from orchestrator.bisect.selector import cell_matches, parse_selector
+        from vmatrix.orchestrator.bisect.selector import cell_matches, parse_selector
 
         wanted = [parse_selector(text) for text in cells]
         plan = plan.only_cells(lambda c: any(cell_matches(c, f) for f in wanted))
@@ -98,7 +98,7 @@ def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = Fa
 
 def _cell_row(cell, role: str, wide: bool = True, shared: frozenset[str] = frozenset(),
               empty: str = "defaults") -> list[str]:
-    from orchestrator.matrix import describe_knobs
+    from vmatrix.orchestrator.matrix import describe_knobs
 
     if wide:
         knobs = describe_knobs(cell.knobs)
@@ -129,7 +129,7 @@ def _shared_knobs(cells) -> frozenset[str]:
 def _recorded(db: str | None, cell_ids: list[str]) -> dict[str, str] | None:
     """Each cell's newest recorded verdict (or status) in the results at ``db``; None when
     there are none yet: planning never creates a results file."""
-    from orchestrator.paths import default_db
+    from vmatrix.orchestrator.paths import default_db
 
     target = db or str(default_db())
     if "://" not in target and not Path(target).exists():
@@ -149,7 +149,7 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
     """Print the expanded cells of MATRIX without running anything, and what the results
     already hold for each (`sweep run` skips those; --rerun runs them again). A release
     range is shown with the releases it stands for today."""
-    from orchestrator.geometry import violations
+    from vmatrix.orchestrator.geometry import violations
 
     use_index(index_url)
     plan = _plan(matrix, engine, controls_only, cells)
@@ -162,7 +162,7 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
     shared = frozenset() if wide else _shared_knobs(plan.cells)
     caption = None
     if not wide:
-        from orchestrator.matrix import describe_knobs
+        from vmatrix.orchestrator.matrix import describe_knobs
 
         title += f", workload {', '.join(workloads)}"
         common = describe_knobs({k: v for k, v in plan.cells[0].knobs.items() if k in shared}) if shared else ""
@@ -181,7 +181,7 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
             role += f" (invalid: {broken[0].rule}{', run anyway' if plan.spec.run_invalid else ''})"
         table.add_row(*_cell_row(cell, role, wide, shared, "-" if caption else "defaults"), *([recorded.get(cell.id, "-")] if recorded else []))
     console.print(table)
-    from orchestrator.shape_plan import shape_notes
+    from vmatrix.orchestrator.shape_plan import shape_notes
 
     notes: dict[str, list[str]] = {}
     for cell in plan.cells:
@@ -210,10 +210,10 @@ def sweep_run(
     index_url: IndexOpt = None,
 ) -> None:
     """Run every cell of MATRIX, store the results, print the lookup table."""
-    from db.queries import lookup_table, render_table
-    from orchestrator.cli.sweep_view import SweepView
-    from orchestrator.matrix import describe_knobs
-    from orchestrator.scheduler import run_sweep
+    from vmatrix.db.queries import lookup_table, render_table
+    from vmatrix.orchestrator.cli.sweep_view import SweepView
+    from vmatrix.orchestrator.matrix import describe_knobs
+    from vmatrix.orchestrator.scheduler import run_sweep
 
     use_index(index_url)
     plan = _plan(matrix, engine, controls_only, cells)
@@ -246,8 +246,8 @@ def canary_build(
     """Find (shipped or cached) or build the canary model NAME and print its folder."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from orchestrator.canary import SHIPPED, ensure_canary, shipped_dir, shipped_files
-    from orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.canary import SHIPPED, ensure_canary, shipped_dir, shipped_files
+    from vmatrix.orchestrator.runtimes.local import ensure_env
     from vmatrix.progress import Step, Throttle
     from vmatrix.recipe import EngineRecipe
 
@@ -307,12 +307,12 @@ def canary_report(
     against ground truth at each prefix length, near-tie share, MTP acceptance."""
     import json
 
-    from jobs.replay import model_end_tokens
-    from orchestrator.canary import canary_dir
-    from orchestrator.canary_report import NEAR_TIE, report_matrix, summarize
-    from orchestrator.matrix import expand
-    from orchestrator.scheduler import SweepError, run_sweep
-    from orchestrator.spec import parse_spec
+    from vmatrix.jobs.replay import model_end_tokens
+    from vmatrix.orchestrator.canary import canary_dir
+    from vmatrix.orchestrator.canary_report import NEAR_TIE, report_matrix, summarize
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.scheduler import SweepError, run_sweep
+    from vmatrix.orchestrator.spec import parse_spec
 
     try:
         sizes = [int(x) for x in lengths.split(",")]
@@ -345,10 +345,10 @@ def canary_report(
 def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help="Only this sweep.")] = None,
                verdict: VerdictOpt = None) -> None:
     """List recorded runs, newest first (the 50 newest, of those --verdict keeps)."""
-    from db.queries import list_runs
-    from db.reads import speed_notes
-    from db.table import result_names
-    from orchestrator.matrix import describe_knobs
+    from vmatrix.db.queries import list_runs
+    from vmatrix.db.reads import speed_notes
+    from vmatrix.db.table import result_names
+    from vmatrix.orchestrator.matrix import describe_knobs
 
     wanted = result_names(verdict)
 
@@ -401,7 +401,7 @@ def results_show(
     import dataclasses
     import json
 
-    from db.queries import show_cell
+    from vmatrix.db.queries import show_cell
 
     if fmt not in ("text", "json"):
         fail(f"--format: '{fmt}' is not one of text, json")
@@ -415,9 +415,9 @@ def results_show(
                 "shrinks": [dataclasses.asdict(s) for s in shrinks]}
         console.print_json(json.dumps(data))
         return
-    from db.evidence import expectations_for
-    from db.reads import metric_totals_for
-    from orchestrator.cli.show_view import render_cell, shrink_lines
+    from vmatrix.db.evidence import expectations_for
+    from vmatrix.db.reads import metric_totals_for
+    from vmatrix.orchestrator.cli.show_view import render_cell, shrink_lines
 
     newest = detail.runs[0].summary.run_id if detail.runs else None
     counters = metric_totals_for(store, [r.summary.run_id for r in detail.runs])
@@ -443,7 +443,7 @@ def results_table(
 ) -> None:
     """The lookup table: verdict and detail of the latest run of every cell. A `partial`
     (or `clean`) whose grade could not measure part of the cell's claim says what, beside it."""
-    from db.table import lookup_table, render_table, result_names
+    from vmatrix.db.table import lookup_table, render_table, result_names
 
     if fmt not in ("text", "json", "markdown"):
         fail(f"--format: '{fmt}' is not one of text, json, markdown")
@@ -458,7 +458,7 @@ def results_table(
         # Only for a terminal (or a width the user set): piped into a file or a script the
         # grid is printed as it always was, whatever Rich's default width of 80.
         if fmt == "text" and not wide and (console.is_terminal or "COLUMNS" in os.environ):
-            from orchestrator.cli.table_view import fits, render_narrow
+            from vmatrix.orchestrator.cli.table_view import fits, render_narrow
 
             # A grid wider than the terminal folds into one word a line: a list instead.
             if not fits(out, console.width):

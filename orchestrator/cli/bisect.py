@@ -15,15 +15,15 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.common import DB_HELP, console, err, error_line, fail, open_store
-from orchestrator.paths import runs_dir
+from vmatrix.orchestrator.cli.common import DB_HELP, console, err, error_line, fail, open_store
+from vmatrix.orchestrator.paths import runs_dir
 
 # orchestrator.bisect.predicate.DEFAULT, spelled here so that --help loads no bisect
 # machinery (tests/test_bisect.py holds the two equal).
 DEFAULT_PREDICATE = "verdict >= degraded"
 
 if TYPE_CHECKING:  # imported by the command: loading the bisect machinery slows every other command
-    from orchestrator.bisect import BisectReport, Step
+    from vmatrix.orchestrator.bisect import BisectReport, Step
 
 ANSWER_STYLE = {"good": "green", "bad": "red", "skip": "yellow"}
 
@@ -118,7 +118,7 @@ def bisect(
     address: str | None = typer.Option(None, "--address", help="Join this Ray cluster instead of starting one."),
 ) -> None:
     """Bisect one cell of MATRIX between two vLLM releases (or commits, with --repo)."""
-    from orchestrator.bisect import BisectError, BisectRequest, run_bisect
+    from vmatrix.orchestrator.bisect import BisectError, BisectRequest, run_bisect
 
     req = BisectRequest(matrix=matrix, cell=cell, good=good, bad=bad, predicate=predicate, repo=repo,
                         wheel_url=wheel_url, find_fix=find_fix, pre=pre, db=db)
@@ -163,7 +163,7 @@ def bisect(
         console.print("continue at commit level (in a vLLM clone):")
         console.print(Text("  " + shlex.join(report.continue_command)), soft_wrap=True)
     # Beside the cells it bisected, for `vmatrix publish` (a bisect page) and `vmatrix watch`.
-    from orchestrator.bisect.report import to_record
+    from vmatrix.orchestrator.bisect.report import to_record
 
     recorded = store.record_bisect(to_record(report, good, bad, "bisect", str(repo) if repo else None))
     console.print(f"recorded as bisect {recorded}", style="dim")

@@ -13,12 +13,12 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
-from orchestrator.paths import default_db
 from vmatrix.errors import VmatrixError
+from vmatrix.orchestrator.paths import default_db
 
 if TYPE_CHECKING:
-    from db.reads import Readable
-    from db.store import Store
+    from vmatrix.db.reads import Readable
+    from vmatrix.db.store import Store
 
 console = Console()
 err = Console(stderr=True)
@@ -37,7 +37,7 @@ def use_index(index_url: str | None) -> None:
     inherit the environment)."""
     import os
 
-    from orchestrator.versions import INDEX_ENV
+    from vmatrix.orchestrator.versions import INDEX_ENV
 
     if index_url:
         os.environ[INDEX_ENV] = index_url
@@ -76,7 +76,7 @@ class Commands(TyperGroup):
 
 def open_store(db: str | Path | None) -> Store:
     """The store at ``db`` (path or URL); one that cannot be used is a one-line error."""
-    from db.store import Store
+    from vmatrix.db.store import Store
 
     return Store.open(db or default_db())
 
@@ -89,7 +89,7 @@ def open_for_reading(db: str | Path | None) -> Readable:
     their queries. Anything else (PostgreSQL, a store to create or to migrate, a file
     that is not a store) goes through :func:`open_store`, as every other command does.
     """
-    from db.reads import open_sqlite_at_head
+    from vmatrix.db.reads import open_sqlite_at_head
 
     found = open_sqlite_at_head(db or default_db())
     return found if found is not None else open_store(db)

@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from orchestrator.cli.common import DB_HELP, console, err, fail, open_store
-from orchestrator.paths import runs_dir
+from vmatrix.orchestrator.cli.common import DB_HELP, console, err, fail, open_store
+from vmatrix.orchestrator.paths import runs_dir
 
 
 def fixes(
@@ -33,8 +33,8 @@ def fixes(
 ) -> None:
     """Run CELL on its release with each candidate patch set (and, with --together, all of them),
     each graded against the cell's own control; print and store what each did."""
-    from orchestrator.cli.fixes_view import render_fixes
-    from orchestrator.fixes import find_fixes
+    from vmatrix.orchestrator.cli.fixes_view import render_fixes
+    from vmatrix.orchestrator.fixes import find_fixes
 
     store = open_store(db)
 

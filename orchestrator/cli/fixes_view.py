@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from db.fixes import result_text, run_text, shapes_text, wrong_text
+from vmatrix.db.fixes import result_text, run_text, shapes_text, wrong_text
 
 RESULT_STYLE = {"clean": "green", "partial": "bold yellow3", "corrupt": "bold red", "crashed": "bold red",
                 "startup_failed": "red", "unexercised": "yellow", "degraded": "yellow"}

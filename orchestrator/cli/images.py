@@ -13,15 +13,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import Commands, console
-from orchestrator.paths import runs_dir
+from vmatrix.orchestrator.cli.common import Commands, console
+from vmatrix.orchestrator.paths import runs_dir
 
 images_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Engine images for `runtime: docker`.")
 
 
 def _recipes_and_options(matrix: Path):  # type: ignore[no-untyped-def]
-    from orchestrator.matrix import engine_recipes
-    from orchestrator.spec import load_spec
+    from vmatrix.orchestrator.matrix import engine_recipes
+    from vmatrix.orchestrator.spec import load_spec
 
     spec = load_spec(matrix, check_index=False)
     return engine_recipes(spec, str(matrix)), spec.images
@@ -34,7 +34,7 @@ def build(
     dockerfile: Annotated[bool, typer.Option(help="Print the rendered Dockerfiles, build nothing.")] = False,
 ) -> None:
     """Build (or find) the engine image of every engine in MATRIX."""
-    from images.build import build_image, render
+    from vmatrix.images.build import build_image, render
     from vmatrix.progress import Step
 
     recipes, options = _recipes_and_options(matrix)
@@ -62,7 +62,7 @@ def build(
 @images_app.command("ls")
 def ls() -> None:
     """List vmatrix engine images on the daemon."""
-    from images.build import list_images
+    from vmatrix.images.build import list_images
 
     images = list_images()
     table = Table()
@@ -83,7 +83,7 @@ def prune(
     keep: Annotated[list[Path] | None, typer.Option(help="Keep the images of these matrix files.")] = None,
 ) -> None:
     """Remove engine images, except those the --keep matrices use (and those in use)."""
-    from images.build import prune_images, render
+    from vmatrix.images.build import prune_images, render
 
     tags = set()
     for matrix in keep or []:
@@ -102,7 +102,7 @@ def base(
     force: Annotated[bool, typer.Option(help="Build even if the tag exists.")] = False,
 ) -> None:
     """Build a Debian base image locally (debootstrap + import): no registry needed."""
-    from images.base import build_base
+    from vmatrix.images.base import build_base
 
     log = runs_dir() / "image-base.log"
     log.parent.mkdir(parents=True, exist_ok=True)

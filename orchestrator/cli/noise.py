@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import DbOpt, console, fail, open_store
+from vmatrix.orchestrator.cli.common import DbOpt, console, fail, open_store
 
 
 def results_noise(
@@ -23,8 +23,8 @@ def results_noise(
     fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
 ) -> None:
     """Compare the latest two runs of every cell that ran twice: the noise floor."""
-    from db.queries import knob_text, repeated_cells
-    from jobs.grade import repeatability
+    from vmatrix.db.queries import knob_text, repeated_cells
+    from vmatrix.jobs.grade import repeatability
     from vmatrix.records import Transcript
 
     if fmt not in ("text", "json"):

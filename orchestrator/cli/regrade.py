@@ -13,8 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import DbOpt, console, fail, open_store
 from vmatrix.cells import Cell
+from vmatrix.orchestrator.cli.common import DbOpt, console, fail, open_store
 
 
 def recorded_cell(spec: dict[str, Any] | None) -> Cell | None:
@@ -23,7 +23,7 @@ def recorded_cell(spec: dict[str, Any] | None) -> Cell | None:
     matching id. A canary is read from this checkout, where its recorded path may not exist."""
     # Imported here: orchestrator.canary pulls in the matrix spec (pydantic, ~0.15 s), and
     # every `vmatrix` command imports this module; `results compare` and `table` must not pay it.
-    from orchestrator.canary import canary_dir, is_canary
+    from vmatrix.orchestrator.canary import canary_dir, is_canary
 
     if spec is None:
         return None
@@ -38,11 +38,11 @@ def results_regrade(
     db: DbOpt = None,
 ) -> None:
     """Grade SWEEP's runs again with the current grader and the sweep's own grading settings."""
-    from db.queries import sweep_info, sweep_runs
-    from orchestrator.canary import CanaryError
-    from orchestrator.grading import regrade_run
-    from orchestrator.matrix import expand
-    from orchestrator.spec import SpecError, parse_spec
+    from vmatrix.db.queries import sweep_info, sweep_runs
+    from vmatrix.orchestrator.canary import CanaryError
+    from vmatrix.orchestrator.grading import regrade_run
+    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.spec import SpecError, parse_spec
 
     store = open_store(db)
     try:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.common import DbOpt, err, open_store
+from vmatrix.orchestrator.cli.common import DbOpt, err, open_store
 
 
 def repro(
@@ -23,9 +23,9 @@ def repro(
     """Write one file, standard library only, that starts a stock engine with the cell's flags
     and with its control's, sends the requests the recorded run sent, compares the answers
     token by token, and exits 1 when it reproduces (its header says what to expect)."""
-    from db.queries import show_cell
-    from orchestrator.recorded import load_recorded
-    from orchestrator.repro import render
+    from vmatrix.db.queries import show_cell
+    from vmatrix.orchestrator.recorded import load_recorded
+    from vmatrix.orchestrator.repro import render
 
     store = open_store(db)
     recorded = load_recorded(store, cell, run)

@@ -19,11 +19,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.common import Commands, DbOpt, console, err, fail, gc_paused, open_for_reading, open_store
+from vmatrix.orchestrator.cli.common import Commands, DbOpt, console, err, fail, gc_paused, open_for_reading, open_store
 
 if TYPE_CHECKING:
-    from db.compare import Comparison, Interval, PairResult, Rates
-    from db.store import Store
+    from vmatrix.db.compare import Comparison, Interval, PairResult, Rates
+    from vmatrix.db.store import Store
 
 results_extra = typer.Typer(cls=Commands, no_args_is_help=True, help="Compare, export and diff recorded results.")
 
@@ -76,7 +76,7 @@ def listed_pairs(result: Comparison, limit: int) -> list[PairResult]:
     ``limit`` 0 lists every pair in comparison order. A comparison that worked out
     intervals for some pairs only (``Comparison.listed``) lists those.
     """
-    from db.compare import rank_pairs
+    from vmatrix.db.compare import rank_pairs
 
     if result.listed is not None:
         return [result.pairs[i] for i in result.listed[:limit or None]]
@@ -145,7 +145,7 @@ def compare(
     # the 2-core project machine (~0.1 CPU s more, slower). Read when numpy is imported,
     # i.e. just below in a fresh `vmatrix` process.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from db.compare import CellFilter, compare_groups
+    from vmatrix.db.compare import CellFilter, compare_groups
 
     if fmt not in ("text", "json"):
         fail(f"--format: '{fmt}' is not one of text, json")
@@ -177,7 +177,7 @@ def export(
     sweep: Annotated[int | None, typer.Option("--sweep", help="Only the runs this sweep recorded.")] = None,
 ) -> None:
     """Write one row per run: cell, engine, knobs, status, verdict, signature, timings, counters."""
-    from db.export import FORMATS, export_runs
+    from vmatrix.db.export import FORMATS, export_runs
 
     if fmt not in FORMATS:
         fail(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
@@ -186,7 +186,7 @@ def export(
 
 
 def _knobs(knobs: dict[str, Any]) -> str:
-    from orchestrator.matrix import describe_knobs  # the same text as `sweep plan` and `results ls`
+    from vmatrix.orchestrator.matrix import describe_knobs  # the same text as `sweep plan` and `results ls`
 
     return describe_knobs(knobs)
 
@@ -199,7 +199,7 @@ def diff(
     fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
 ) -> None:
     """Cells of both sweeps whose result changed, and cells only one sweep has."""
-    from db.queries import diff_sweeps
+    from vmatrix.db.queries import diff_sweeps
 
     if fmt not in ("text", "json"):
         fail(f"--format: '{fmt}' is not one of text, json")
@@ -232,7 +232,7 @@ def report(
     db: DbOpt = None,
 ) -> None:
     """Write one self-contained HTML page for SWEEP: tables, plots and evidence."""
-    from db.report import write_report
+    from vmatrix.db.report import write_report
 
     written = write_report(open_store(db), sweep, output)
     err.print(f"wrote {output} ({len(written.cells)} cells, {len(written.remarkable)} with evidence)",
@@ -281,8 +281,8 @@ def publish(
     cells, what changed since the previous release), a page per cell across releases and a
     page per bisect, each result naming the DB and sweep it came from. Offline (opens from
     file://); a page whose content is unchanged is not written again."""
-    from db.site import publish as write_site
-    from orchestrator.spec import Knobs
+    from vmatrix.db.site import publish as write_site
+    from vmatrix.orchestrator.spec import Knobs
 
     if directory.exists() and not directory.is_dir():
         fail(f"{directory}: not a folder")

@@ -17,12 +17,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from db.compare import SPEC_DRAFTS, rates
-from db.evidence import ground_truth, unmeasured_of
-from db.queries import CellDetail, RunDetail
-from db.reads import PREFIX_HITS, PREFIX_QUERIES
-from db.store import ShrinkRecord
 from vmatrix import speed
+from vmatrix.db.compare import SPEC_DRAFTS, rates
+from vmatrix.db.evidence import ground_truth, unmeasured_of
+from vmatrix.db.queries import CellDetail, RunDetail
+from vmatrix.db.reads import PREFIX_HITS, PREFIX_QUERIES
+from vmatrix.db.store import ShrinkRecord
 
 # partial: not clean's green; a verdict to read the reasons of (listed under it).
 VERDICT_STYLE = {"clean": "green", "partial": "bold yellow3", "control": "cyan", "degraded": "yellow",
@@ -38,7 +38,7 @@ def _pct(x: float | None) -> str:
 
 
 def _headline(detail: CellDetail, run: RunDetail | None, counters: Mapping[str, float]) -> RenderableType:
-    from orchestrator.matrix import describe_knobs
+    from vmatrix.orchestrator.matrix import describe_knobs
 
     lines: list[RenderableType] = [Text.assemble(("cell ", "dim"), detail.cell_id, ("  engine ", "dim"), detail.engine,
                            ("  model ", "dim"), detail.model)]
@@ -214,7 +214,7 @@ def render_cell(detail: CellDetail, counters: Mapping[int, Mapping[str, float]] 
                 older.add_row(str(s.run_id), s.status, s.verdict or "-", f"{s.total_s:.0f}s")
             parts += [Text(""), older]
     for record in fixes:  # `vmatrix fixes`: which patch set turns this cell clean, oldest first
-        from orchestrator.cli.fixes_view import render_fixes
+        from vmatrix.orchestrator.cli.fixes_view import render_fixes
 
         parts += [Text(""), render_fixes(record)]
     return Group(*parts)

@@ -16,12 +16,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
-from orchestrator.cli.common import DbOpt, console, fail, open_store
-from orchestrator.paths import data_dir
+from vmatrix.orchestrator.cli.common import DbOpt, console, fail, open_store
+from vmatrix.orchestrator.paths import data_dir
 from vmatrix.progress import REPLAY, Step
 
 if TYPE_CHECKING:
-    from orchestrator.shrink.probe import ProbeResult
+    from vmatrix.orchestrator.shrink.probe import ProbeResult
 
 
 class ShrinkView:
@@ -92,9 +92,9 @@ def shrink(
     control on a part of them (real engines, recorded and graded like cells; a re-run reads
     them back), down to the smallest part still corrupt in K of N runs. Writes a matrix file of
     it and records the answer (`vmatrix results show CELL`)."""
-    from orchestrator.recorded import load_recorded
-    from orchestrator.shrink import LEVELS, Settings
-    from orchestrator.shrink import shrink as run_shrink
+    from vmatrix.orchestrator.recorded import load_recorded
+    from vmatrix.orchestrator.shrink import LEVELS, Settings
+    from vmatrix.orchestrator.shrink import shrink as run_shrink
 
     wanted = tuple(x.strip() for x in levels.split(",") if x.strip())
     if not wanted or any(x not in LEVELS for x in wanted):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 
-from db.table import Table
+from vmatrix.db.table import Table
 
 
 def fits(text: str, width: int) -> bool:

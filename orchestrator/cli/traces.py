@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from jobs.traces import (
+from vmatrix.jobs.traces import (
     MIX_KINDS,
     Trace,
     load_trace,
@@ -24,7 +24,7 @@ from jobs.traces import (
     synth_trace,
     trace_digest,
 )
-from orchestrator.cli.common import Commands, console, err, fail
+from vmatrix.orchestrator.cli.common import Commands, console, err, fail
 
 traces_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Agent-session traces: synthesize, import, inspect.")
 
@@ -66,7 +66,7 @@ def import_(
     phase_size: Annotated[int | None, typer.Option(help="At most this many requests per phase.")] = None,
 ) -> None:
     """Convert SRC (a request log or a vllm bench dataset) into a trace at OUT."""
-    from jobs.importers import IMPORTERS
+    from vmatrix.jobs.importers import IMPORTERS
 
     if fmt not in IMPORTERS:
         fail(f"--format must be one of {', '.join(IMPORTERS)}, got {fmt!r}")

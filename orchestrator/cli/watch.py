@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-from orchestrator.cli.common import DbOpt, IndexOpt, console, err, error_line, fail, open_store, use_index
-from orchestrator.paths import runs_dir
 from vmatrix.errors import VmatrixError
+from vmatrix.orchestrator.cli.common import DbOpt, IndexOpt, console, err, error_line, fail, open_store, use_index
+from vmatrix.orchestrator.paths import runs_dir
 
 if TYPE_CHECKING:
-    from orchestrator.watch import WatchReport
+    from vmatrix.orchestrator.watch import WatchReport
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 pause = time.sleep  # between passes; tests wait less
@@ -72,12 +72,12 @@ def watch(
     bisect every cell whose verdict changed from the previous release's (--find-fix when it
     got better). A pass with nothing new does nothing and says so in one line; a killed
     watch resumes where it stopped."""
-    from orchestrator.bisect import run_bisect
-    from orchestrator.cli.bisect import BisectProgress
-    from orchestrator.cli.sweep_view import SweepView
-    from orchestrator.matrix import describe_knobs
-    from orchestrator.scheduler import run_sweep
-    from orchestrator.watch import Hooks, watch_once
+    from vmatrix.orchestrator.bisect import run_bisect
+    from vmatrix.orchestrator.cli.bisect import BisectProgress
+    from vmatrix.orchestrator.cli.sweep_view import SweepView
+    from vmatrix.orchestrator.matrix import describe_knobs
+    from vmatrix.orchestrator.scheduler import run_sweep
+    from vmatrix.orchestrator.watch import Hooks, watch_once
 
     interval = parse_every(every)
     if not matrix.is_file():

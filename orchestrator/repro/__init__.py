@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.grade import scaled_tie_margin
-from jobs.replay import SAMPLING
-from orchestrator.canary import canary_dir, draft_dir, is_canary, logit_scale
-from orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
-from orchestrator.recorded import Recorded
-from orchestrator.spec import Grading
 from vmatrix.cells import Cell
 from vmatrix.errors import NotFoundError
+from vmatrix.jobs.grade import scaled_tie_margin
+from vmatrix.jobs.replay import SAMPLING
+from vmatrix.orchestrator.canary import canary_dir, draft_dir, is_canary, logit_scale
+from vmatrix.orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
+from vmatrix.orchestrator.recorded import Recorded
+from vmatrix.orchestrator.spec import Grading
 from vmatrix.workload import Workload
 
 SCRIPT = Path(__file__).with_name("script.py")

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from vmatrix.errors import InputError
 
 if TYPE_CHECKING:
-    from images.build import ImageOptions
-    from orchestrator.lmcache import LMCacheSetup
-    from orchestrator.runtimes.engine import Engine, EngineEnvironment
     from vmatrix.cells import Cell
+    from vmatrix.images.build import ImageOptions
+    from vmatrix.orchestrator.lmcache import LMCacheSetup
+    from vmatrix.orchestrator.runtimes.engine import Engine, EngineEnvironment
     from vmatrix.progress import StepReport
     from vmatrix.recipe import EngineRecipe
 
@@ -78,11 +78,11 @@ def runtime_named(name: str, *, images: ImageOptions | None = None, sweep: str =
     ``sweep``, ``owner``: labels for what it starts (the reaper reads the owner)."""
     kwargs: dict[str, Any] = {"sweep": sweep, "owner": owner}
     if name == "local":
-        from orchestrator.runtimes.local import LocalRuntime
+        from vmatrix.orchestrator.runtimes.local import LocalRuntime
 
         return LocalRuntime(**kwargs)
     if name == "docker":  # the Docker SDK is imported only by sweeps that use it
-        from orchestrator.runtimes.docker import DockerRuntime
+        from vmatrix.orchestrator.runtimes.docker import DockerRuntime
 
         return DockerRuntime(images=images, **kwargs)
     raise InputError("{runtime}: unknown runtime {name!r} (known: {known})", name=name, known=", ".join(RUNTIME_NAMES))

@@ -21,19 +21,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from filelock import FileLock
 
-from images.build import BuiltImage, ImageOptions, build_image, client, image_packages
-from images.recipe import recipe_patches
-from orchestrator.engine_args import engine_argv
-from orchestrator.paths import cache_dir
-from orchestrator.runtimes.affinity import format_cpulist
-from orchestrator.runtimes.engine import EngineEnvironment, owner_gone, owner_id, say_if_locked, wait_healthy
-from orchestrator.runtimes.signature import error_signature
 from vmatrix.errors import EnvBuildError, ImageBuildError
+from vmatrix.images.build import BuiltImage, ImageOptions, build_image, client, image_packages
+from vmatrix.images.recipe import recipe_patches
+from vmatrix.orchestrator.engine_args import engine_argv
+from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.runtimes.affinity import format_cpulist
+from vmatrix.orchestrator.runtimes.engine import EngineEnvironment, owner_gone, owner_id, say_if_locked, wait_healthy
+from vmatrix.orchestrator.runtimes.signature import error_signature
 from vmatrix.progress import IMAGE, StepReport
 from vmatrix.recipe import EngineRecipe
 
 if TYPE_CHECKING:
-    from orchestrator.runtimes import EngineStart
+    from vmatrix.orchestrator.runtimes import EngineStart
 
 LABEL_SWEEP = "vmatrix.sweep"
 LABEL_CELL = "vmatrix.cell"
@@ -283,7 +283,7 @@ class DockerRuntime:
         assert isinstance(env, EngineImage)
         import ray
 
-        from orchestrator.canary import draft_dir, is_canary, on_host_path
+        from vmatrix.orchestrator.canary import draft_dir, is_canary, on_host_path
 
         self.remove_lost_attempts(cell.id)  # a lost node's attempt of this cell
         # The daemon mounts host paths, not this node's.

@@ -67,7 +67,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from orchestrator.paths import cache_dir
+from vmatrix.orchestrator.paths import cache_dir
 
 # The assertion vLLM fails when memory is freed on its GPU while it profiles: not the
 # stack's outcome but the host's (another process), worth one more start behind the gate.

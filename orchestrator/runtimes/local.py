@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from filelock import FileLock
 
-from images import overlay, volumes
-from images.gpu_gate import cannot_gate
-from images.recipe import (
+from vmatrix.errors import EnvBuildError, PatchSetError
+from vmatrix.images import overlay, volumes
+from vmatrix.images.gpu_gate import cannot_gate
+from vmatrix.images.recipe import (
     CPU_UNWANTED,
     find_links,
     recipe_patches,
@@ -38,13 +39,13 @@ from images.recipe import (
     staged_wheels,
     wheel_path,
 )
-from orchestrator import lmcache
-from orchestrator.canary import served_paths
-from orchestrator.engine_args import engine_argv
-from orchestrator.patch_sources import failure_reason
-from orchestrator.paths import cache_dir
-from orchestrator.runtimes.affinity import format_cpulist
-from orchestrator.runtimes.engine import (
+from vmatrix.orchestrator import lmcache
+from vmatrix.orchestrator.canary import served_paths
+from vmatrix.orchestrator.engine_args import engine_argv
+from vmatrix.orchestrator.patch_sources import failure_reason
+from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.runtimes.affinity import format_cpulist
+from vmatrix.orchestrator.runtimes.engine import (
     OWNER_ENV,
     EngineEnvironment,
     free_port,
@@ -53,14 +54,13 @@ from orchestrator.runtimes.engine import (
     say_if_locked,
     wait_healthy,
 )
-from orchestrator.runtimes.signature import error_signature
-from orchestrator.versions import default_index
-from vmatrix.errors import EnvBuildError, PatchSetError
+from vmatrix.orchestrator.runtimes.signature import error_signature
+from vmatrix.orchestrator.versions import default_index
 from vmatrix.progress import ENV, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 
 if TYPE_CHECKING:
-    from orchestrator.runtimes import EngineStart
+    from vmatrix.orchestrator.runtimes import EngineStart
 
 _MARKER = "vmatrix-env.json"
 
@@ -215,7 +215,7 @@ def torch_overlay(recipe: EngineRecipe, staged: Path) -> Path | None:
     has = f"the host has torch {host}" if host else "the host has no torch"
     if not (folder / overlay.MANIFEST).is_file():
         raise EnvBuildError(f"{recipe.distribution} {recipe.vllm} pins torch=={pin}; {has} and {folder} holds no "
-                            f"staged torch overlay (python -m images.overlay build; docs/GPU.md)")
+                            f"staged torch overlay (python -m vmatrix.images.overlay build; docs/GPU.md)")
     lacking, complete = volumes.missing(staged.parent)
     if complete.get(folder.name) is False:
         left = [n for n in lacking if n.startswith(folder.name + ".")]

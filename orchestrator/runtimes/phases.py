@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from images.gpu_gate.vmatrix_gpu_gate import MARK, TOOK, WAITING
+from vmatrix.images.gpu_gate.vmatrix_gpu_gate import MARK, TOOK, WAITING
 from vmatrix.progress import ENGINE, Step
 
 # The engine core has profiled its memory, allocated its KV cache and warmed up: from here

@@ -23,17 +23,17 @@ from typing import Any
 
 import yaml
 
-from db.queries import sweep_info
-from db.store import ShrinkRecord, Store
-from orchestrator.canary import is_canary
-from orchestrator.matrix import expand
-from orchestrator.recorded import Recorded, load_recorded
-from orchestrator.runtimes import Runtime
-from orchestrator.shrink.ddmin import ddmin
-from orchestrator.shrink.probe import PREDICATE, Prober, ProbeResult, wrong_keys
-from orchestrator.shrink.units import LEVELS, Unit, units
-from orchestrator.spec import Grading, Knobs, MatrixSpec, SpecError, Timeouts, load_spec, parse_spec
+from vmatrix.db.queries import sweep_info
+from vmatrix.db.store import ShrinkRecord, Store
 from vmatrix.errors import InputError
+from vmatrix.orchestrator.canary import is_canary
+from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.recorded import Recorded, load_recorded
+from vmatrix.orchestrator.runtimes import Runtime
+from vmatrix.orchestrator.shrink.ddmin import ddmin
+from vmatrix.orchestrator.shrink.probe import PREDICATE, Prober, ProbeResult, wrong_keys
+from vmatrix.orchestrator.shrink.units import LEVELS, Unit, units
+from vmatrix.orchestrator.spec import Grading, Knobs, MatrixSpec, SpecError, Timeouts, load_spec, parse_spec
 from vmatrix.progress import StepReport
 
 __all__ = ["LEVELS", "ShrinkError", "shrink"]
@@ -168,7 +168,7 @@ def _in_order(found: list[Unit], chosen: list[Unit]) -> list[Unit]:
 
 def _keys_of(prober: Prober, result: ProbeResult, all_keys: list[str]) -> list[str]:
     """The request keys of a probe's cell, read from its trace workload."""
-    from jobs.traces import load_trace
+    from vmatrix.jobs.traces import load_trace
 
     spec = prober.store.cell_spec(result.cell_id)
     assert spec is not None

@@ -19,18 +19,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from db.store import Store
-from jobs.traces import dump_trace
-from jobs.workload import workload_digest
-from orchestrator.canary import canary_dir, canary_recipe, is_canary
-from orchestrator.grading import grade_cell
-from orchestrator.recorded import Recorded
-from orchestrator.run_cell import run_cell
-from orchestrator.runtimes import Runtime
-from orchestrator.shrink.units import as_trace, subset
-from orchestrator.spec import Grading, Timeouts, WorkloadSpec
 from vmatrix.cells import Cell, ModelRef, digest
+from vmatrix.db.store import Store
 from vmatrix.errors import NotFoundError
+from vmatrix.jobs.traces import dump_trace
+from vmatrix.jobs.workload import workload_digest
+from vmatrix.orchestrator.canary import canary_dir, canary_recipe, is_canary
+from vmatrix.orchestrator.grading import grade_cell
+from vmatrix.orchestrator.recorded import Recorded
+from vmatrix.orchestrator.run_cell import run_cell
+from vmatrix.orchestrator.runtimes import Runtime
+from vmatrix.orchestrator.shrink.units import as_trace, subset
+from vmatrix.orchestrator.spec import Grading, Timeouts, WorkloadSpec
 from vmatrix.progress import StepReport
 
 PREDICATE = "verdict == corrupt"

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from jobs.traces import Phase, Schedule, Session, SharedPrefix, Trace, Turn, trace_to_workload
 from vmatrix.errors import TraceError
+from vmatrix.jobs.traces import Phase, Schedule, Session, SharedPrefix, Trace, Turn, trace_to_workload
 from vmatrix.workload import ReplayRequest, Workload
 
 LEVELS = ("groups", "sessions", "requests")
