@@ -37,11 +37,12 @@ from vmatrix.jobs.shapes import LAYOUT_VERSION
 from vmatrix.jobs.workload import build_workload, layout_block, requests_digest
 from vmatrix.orchestrator import lmcache
 from vmatrix.orchestrator.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
-from vmatrix.orchestrator.runtimes import EngineStart, Runtime
+from vmatrix.orchestrator.runtimes import runtime_named
 from vmatrix.orchestrator.runtimes.affinity import engine_cpus
 from vmatrix.orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, Engine, free_port
 from vmatrix.orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, profiling_collision
-from vmatrix.orchestrator.runtimes.local import EngineProcess, LocalRuntime
+from vmatrix.orchestrator.runtimes.interface import EngineStart, Runtime
+from vmatrix.orchestrator.runtimes.local import EngineProcess
 from vmatrix.orchestrator.runtimes.phases import KV_CACHE_READY, LogFollower
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
 from vmatrix.orchestrator.spec import Timeouts, WorkloadSpec, memory_share
@@ -234,7 +235,7 @@ def run_cell(
     """``control``: the control's tokens, for early abort (grading.abort_after); None: replay all.
     ``progress``: hears the long steps as they go (env or image build, the engine's start
     phases, requests replayed); None (the default) adds no work to any of them."""
-    runtime = runtime or LocalRuntime()
+    runtime = runtime or runtime_named("local")
     say = (lambda phase: report(cell.id, phase)) if report else (lambda phase: None)
     started = time.time()
     timings: dict[str, float] = {}

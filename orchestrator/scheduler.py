@@ -44,8 +44,9 @@ from vmatrix.orchestrator.grading import (
 )
 from vmatrix.orchestrator.matrix import Plan
 from vmatrix.orchestrator.run_cell import run_cell
-from vmatrix.orchestrator.runtimes import Runtime, runtime_named
+from vmatrix.orchestrator.runtimes import runtime_named
 from vmatrix.orchestrator.runtimes.engine import owner_id
+from vmatrix.orchestrator.runtimes.interface import Runtime
 from vmatrix.orchestrator.runtimes.local import ensure_env, reap_orphans
 from vmatrix.orchestrator.spec import Grading, Timeouts
 from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle

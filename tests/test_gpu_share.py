@@ -31,8 +31,8 @@ from vmatrix.images.gpu_gate.vmatrix_gpu_gate import ENV
 from vmatrix.orchestrator.engine_args import engine_argv
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.run_cell import engine_start, gpu_ids_for, run_cell
-from vmatrix.orchestrator.runtimes import EngineStart
 from vmatrix.orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, flock_holders, profiling_collision
+from vmatrix.orchestrator.runtimes.interface import EngineStart
 from vmatrix.orchestrator.runtimes.local import EngineProcess, LocalRuntime
 from vmatrix.orchestrator.scheduler import _start_local_ray, task_options
 from vmatrix.orchestrator.spec import Resources, SpecError, Timeouts, parse_spec

@@ -15,7 +15,7 @@ from typing import Any
 
 from vmatrix.cells import Cell, ModelRef
 from vmatrix.orchestrator.run_cell import port_race, run_cell
-from vmatrix.orchestrator.runtimes import EngineStart
+from vmatrix.orchestrator.runtimes.interface import EngineStart
 from vmatrix.orchestrator.runtimes.local import EngineProcess
 from vmatrix.orchestrator.spec import Timeouts
 from vmatrix.recipe import EngineRecipe

@@ -31,7 +31,7 @@ from vmatrix.jobs.traces import load_trace, trace_to_workload
 from vmatrix.orchestrator.cli import app
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.recorded import load_recorded
-from vmatrix.orchestrator.runtimes import EngineStart
+from vmatrix.orchestrator.runtimes.interface import EngineStart
 from vmatrix.orchestrator.runtimes.local import EngineProcess
 from vmatrix.orchestrator.shrink.ddmin import ddmin
 from vmatrix.orchestrator.shrink.units import as_trace, subset, units

@@ -33,7 +33,7 @@ from vmatrix.progress import IMAGE, StepReport
 from vmatrix.recipe import EngineRecipe
 
 if TYPE_CHECKING:
-    from vmatrix.orchestrator.runtimes import EngineStart
+    from vmatrix.orchestrator.runtimes.interface import EngineStart
 
 LABEL_SWEEP = "vmatrix.sweep"
 LABEL_CELL = "vmatrix.cell"

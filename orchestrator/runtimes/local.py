@@ -60,7 +60,7 @@ from vmatrix.progress import ENV, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 
 if TYPE_CHECKING:
-    from vmatrix.orchestrator.runtimes import EngineStart
+    from vmatrix.orchestrator.runtimes.interface import EngineStart
 
 _MARKER = "vmatrix-env.json"
 

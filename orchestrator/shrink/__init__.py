@@ -29,7 +29,7 @@ from vmatrix.errors import InputError
 from vmatrix.orchestrator.canary import is_canary
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.recorded import Recorded, load_recorded
-from vmatrix.orchestrator.runtimes import Runtime
+from vmatrix.orchestrator.runtimes.interface import Runtime
 from vmatrix.orchestrator.shrink.ddmin import ddmin
 from vmatrix.orchestrator.shrink.probe import PREDICATE, Prober, ProbeResult, wrong_keys
 from vmatrix.orchestrator.shrink.units import LEVELS, Unit, units

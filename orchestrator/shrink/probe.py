@@ -28,7 +28,7 @@ from vmatrix.orchestrator.canary import canary_dir, canary_recipe, is_canary
 from vmatrix.orchestrator.grading import grade_cell
 from vmatrix.orchestrator.recorded import Recorded
 from vmatrix.orchestrator.run_cell import run_cell
-from vmatrix.orchestrator.runtimes import Runtime
+from vmatrix.orchestrator.runtimes.interface import Runtime
 from vmatrix.orchestrator.shrink.units import as_trace, subset
 from vmatrix.orchestrator.spec import Grading, Timeouts, WorkloadSpec
 from vmatrix.progress import StepReport
