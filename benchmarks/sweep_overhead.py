@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 from vmatrix.db.store import Store
+from vmatrix.errors import EnvBuildError
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.paths import cache_dir
-from vmatrix.orchestrator.runtimes.local import EnvBuildError, ensure_env
+from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.orchestrator.scheduler import prepare_model, run_sweep
 from vmatrix.orchestrator.spec import load_spec
 

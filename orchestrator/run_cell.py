@@ -42,8 +42,8 @@ from vmatrix.orchestrator.runtimes.affinity import engine_cpus
 from vmatrix.orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, Engine, free_port
 from vmatrix.orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, profiling_collision
 from vmatrix.orchestrator.runtimes.interface import EngineStart, Runtime
-from vmatrix.orchestrator.runtimes.local import EngineProcess
 from vmatrix.orchestrator.runtimes.phases import KV_CACHE_READY, LogFollower
+from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
 from vmatrix.orchestrator.spec import Timeouts, WorkloadSpec, memory_share
 from vmatrix.progress import REPLAY, Step, StepReport

@@ -47,7 +47,8 @@ from vmatrix.orchestrator.run_cell import run_cell
 from vmatrix.orchestrator.runtimes import runtime_named
 from vmatrix.orchestrator.runtimes.engine import owner_id
 from vmatrix.orchestrator.runtimes.interface import Runtime
-from vmatrix.orchestrator.runtimes.local import ensure_env, reap_orphans
+from vmatrix.orchestrator.runtimes.processes import reap_orphans
+from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.orchestrator.spec import Grading, Timeouts
 from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle
 from vmatrix.records import ControlReference, Transcript

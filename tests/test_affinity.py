@@ -50,7 +50,7 @@ def test_pinning_is_opt_in() -> None:
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to bind to one of them")
 def test_engine_process_and_its_children_are_bound(tmp_path: Path) -> None:
-    from vmatrix.orchestrator.runtimes.local import EngineProcess
+    from vmatrix.orchestrator.runtimes.processes import EngineProcess
 
     cpu = max(os.sched_getaffinity(0))
     out = tmp_path / "affinity"

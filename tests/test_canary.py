@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from vmatrix.orchestrator.canary import BUILDER, CanaryError, excused_symptoms
-from vmatrix.orchestrator.runtimes.local import ensure_env
+from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.recipe import EngineRecipe
 
 # vLLM's Qwen3-Next MTP checkpoint names (besides the decoder layer under mtp.layers.0.).

@@ -22,7 +22,8 @@ from vmatrix.orchestrator.canary import ensure_canary
 from vmatrix.orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.runtimes.engine import free_port
-from vmatrix.orchestrator.runtimes.local import EngineProcess, ensure_env, group_pids
+from vmatrix.orchestrator.runtimes.processes import EngineProcess, group_pids
+from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.orchestrator.spec import WorkloadSpec, parse_spec
 
 pytestmark = pytest.mark.engine

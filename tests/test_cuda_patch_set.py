@@ -30,7 +30,7 @@ def _site(tmp: Path, release: str, patched: bool) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(gzip.decompress((DATA / release / f"{rel}.gz").read_bytes()))
     if patched:
-        for f in patch_files(SET):  # what orchestrator/runtimes/local.py runs
+        for f in patch_files(SET):  # what orchestrator/runtimes/venvs.py runs
             subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)],
                            check=True, capture_output=True, text=True)
     return site

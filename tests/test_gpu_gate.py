@@ -27,8 +27,9 @@ from vmatrix.images.gpu_gate import FOLDER, cannot_gate, gate_env
 from vmatrix.images.gpu_gate import vmatrix_gpu_gate as hook
 from vmatrix.orchestrator.paths import cache_dir
 from vmatrix.orchestrator.runtimes.gpu_share import GpuGate, flock_holders
-from vmatrix.orchestrator.runtimes.local import EngineEnv, LocalRuntime
+from vmatrix.orchestrator.runtimes.local import LocalRuntime
 from vmatrix.orchestrator.runtimes.phases import LogFollower
+from vmatrix.orchestrator.runtimes.venvs import EngineEnv
 
 # vLLM's worker, reduced to the calls of a start; every step sleeps STEP seconds.
 FAKE_WORKER = '''
@@ -402,7 +403,8 @@ def test_a_real_vllm_engine_waits_at_the_gate_in_its_worker_only(tmp_path: Path)
     from vmatrix.orchestrator.engine_args import engine_env as vllm_env
     from vmatrix.orchestrator.matrix import expand
     from vmatrix.orchestrator.runtimes.engine import free_port
-    from vmatrix.orchestrator.runtimes.local import EngineProcess, ensure_env
+    from vmatrix.orchestrator.runtimes.processes import EngineProcess
+    from vmatrix.orchestrator.runtimes.venvs import ensure_env
     from vmatrix.orchestrator.spec import parse_spec
 
     cell = expand(parse_spec(REAL, "gate.yaml"), "gate.yaml").cells[0]

@@ -6,7 +6,7 @@ a cell that does not fit.
 No GPU and no vLLM here. Placement is shown through a real local Ray with one logical
 GPU and the scheduler's own task options; what each cell's engine would be started with
 comes from run_cell's and the local runtime's real code, without starting it. The gate
-tests run real processes (``local.EngineProcess``) that print the lines vLLM prints, as
+tests run real processes (``processes.EngineProcess``) that print the lines vLLM prints, as
 its source has them, and exit: the engine here is a short script, never a server.
 """
 
@@ -33,7 +33,8 @@ from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.run_cell import engine_start, gpu_ids_for, run_cell
 from vmatrix.orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, flock_holders, profiling_collision
 from vmatrix.orchestrator.runtimes.interface import EngineStart
-from vmatrix.orchestrator.runtimes.local import EngineProcess, LocalRuntime
+from vmatrix.orchestrator.runtimes.local import LocalRuntime
+from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.scheduler import _start_local_ray, task_options
 from vmatrix.orchestrator.spec import Resources, SpecError, Timeouts, parse_spec
 from vmatrix.recipe import EngineRecipe

@@ -215,7 +215,7 @@ def test_signature_reads_only_what_this_start_wrote(tmp_path: Path) -> None:
     """A restarted engine appends to the run's log; the first life's errors are not the second's."""
     import sys
 
-    from vmatrix.orchestrator.runtimes.local import EngineProcess
+    from vmatrix.orchestrator.runtimes.processes import EngineProcess
 
     log = tmp_path / "engine.log"
     proc = EngineProcess(argv=[sys.executable, "-c", "raise ValueError('first life')"], env={}, log_path=log, port=1)
@@ -241,7 +241,7 @@ def test_engine_started_from_a_thread_outlives_the_thread(tmp_path: Path) -> Non
     import sys
     import threading
 
-    from vmatrix.orchestrator.runtimes.local import EngineProcess
+    from vmatrix.orchestrator.runtimes.processes import EngineProcess
 
     proc = EngineProcess(argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={}, log_path=tmp_path / "log",
                          port=1)

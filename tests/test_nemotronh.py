@@ -30,7 +30,7 @@ from vmatrix.orchestrator.canary import (
     excused_symptoms,
     shipped_dir,
 )
-from vmatrix.orchestrator.runtimes.local import ensure_env
+from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.recipe import EngineRecipe
 
 ENV = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "TRANSFORMERS_VERBOSITY": "error"}

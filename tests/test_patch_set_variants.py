@@ -72,7 +72,7 @@ def test_a_plain_set_keeps_the_digest_it_always_had(sets: Path) -> None:
 
 
 def test_a_release_without_a_variant_fails_its_build_naming_set_and_release(sets: Path, tmp_path: Path) -> None:
-    from vmatrix.orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.runtimes.venvs import ensure_env
 
     cells = _cells(tmp_path, "  - {vllm: 0.26.0, patches: per-release}")  # plans: a recorded outcome, not a refusal
     recipe = next(iter(cells.values())).engine

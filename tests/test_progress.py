@@ -26,8 +26,8 @@ from test_replay_client import _workload, stub
 from vmatrix.images.build import build_step
 from vmatrix.jobs.replay import replay
 from vmatrix.orchestrator.cli.sweep_view import SweepView
-from vmatrix.orchestrator.runtimes.local import _EnvSteps, _run, _uv
 from vmatrix.orchestrator.runtimes.phases import LogFollower, engine_phase
+from vmatrix.orchestrator.runtimes.venvs import _EnvSteps, _run, _uv
 from vmatrix.orchestrator.scheduler import canary_step
 from vmatrix.progress import CANARY, ENGINE, ENV, IMAGE, REPLAY, Step, Throttle
 

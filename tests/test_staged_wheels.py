@@ -20,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from vmatrix.errors import EnvBuildError
 from vmatrix.images.recipe import staged_wheels
-from vmatrix.orchestrator.runtimes import local
-from vmatrix.orchestrator.runtimes.local import EngineProcess, EnvBuildError, ensure_env
+from vmatrix.orchestrator.runtimes import venvs
+from vmatrix.orchestrator.runtimes.processes import EngineProcess
+from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.recipe import EngineRecipe
 
 
@@ -70,7 +72,7 @@ def wheelhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_venv_from_staged_wheels(wheelhouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                  installer: str) -> None:
     if installer == "pip":
-        monkeypatch.setattr(local, "_uv", lambda: None)
+        monkeypatch.setattr(venvs, "_uv", lambda: None)
     recipe = EngineRecipe(vllm="9.9.9")
     assert staged_wheels(recipe) == wheelhouse
     env = ensure_env(recipe, tmp_path / "env.log")
@@ -114,7 +116,7 @@ def test_orchestrator_in_a_venv_passes_its_packages_on(wheelhouse: Path, tmp_pat
     subprocess.run([str(outer / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     str(host_only)], check=True)
     script = ("import sys; from pathlib import Path; from vmatrix.recipe import EngineRecipe;"
-              "from vmatrix.orchestrator.runtimes.local import ensure_env;"
+              "from vmatrix.orchestrator.runtimes.venvs import ensure_env;"
               "print(ensure_env(EngineRecipe(vllm='9.9.9'), Path(sys.argv[1])).python)")
     # The host venv's --system-site-packages is the base interpreter's, not this test
     # runner's: run from a venv over a bare Python (the README's command in a

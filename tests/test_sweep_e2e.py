@@ -40,7 +40,7 @@ from vmatrix.db.models import Run
 from vmatrix.db.queries import lookup_table, render_table
 from vmatrix.db.store import Store
 from vmatrix.orchestrator.runtimes.engine import CELL_ENV
-from vmatrix.orchestrator.runtimes.local import env_ready, env_root
+from vmatrix.orchestrator.runtimes.venvs import env_ready, env_root
 from vmatrix.progress import ENGINE, REPLAY
 
 pytestmark = pytest.mark.engine

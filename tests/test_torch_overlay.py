@@ -22,9 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from vmatrix.errors import EnvBuildError
 from vmatrix.images import fatbin, overlay, volumes
-from vmatrix.orchestrator.runtimes import local
-from vmatrix.orchestrator.runtimes.local import EngineProcess, EnvBuildError, ensure_env, with_overlay
+from vmatrix.orchestrator.runtimes import venvs
+from vmatrix.orchestrator.runtimes.processes import EngineProcess
+from vmatrix.orchestrator.runtimes.venvs import ensure_env, with_overlay
 from vmatrix.recipe import EngineRecipe
 
 # (kind, sm) of each entry of the fake fat binary; an sm_90 GPU loads the sm_90 cubin and
@@ -171,7 +173,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     wh = tmp_path / "wh"
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("VMATRIX_WHEELHOUSE", str(wh))
-    monkeypatch.setattr(local, "host_torch", lambda: "2.11.0+cu130")
+    monkeypatch.setattr(venvs, "host_torch", lambda: "2.11.0+cu130")
     monkeypatch.setattr(overlay, "_PROBE", PROBE_WITHOUT_GPU)
     _staged_release(wh, "9.13.0")
     overlay.build(tmp_path / "src" / "_torch-9.13.0", _overlay_wheels(tmp_path / "wheels"))
@@ -220,7 +222,7 @@ def test_an_overlay_still_arriving_is_refused(tmp_path: Path, monkeypatch: pytes
     wh = tmp_path / "wh"
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("VMATRIX_WHEELHOUSE", str(wh))
-    monkeypatch.setattr(local, "host_torch", lambda: "2.11.0+cu130")
+    monkeypatch.setattr(venvs, "host_torch", lambda: "2.11.0+cu130")
     _staged_release(wh, "9.13.0")
     overlay.build(tmp_path / "src" / "_torch-9.13.0", _overlay_wheels(tmp_path / "wheels"))
     ups = volumes.pack([tmp_path / "src" / "_torch-9.13.0"], tmp_path / "up", 2_000, jobs=1, preset=1, lane_bytes=2_000)
@@ -241,7 +243,7 @@ def test_an_overlay_that_fails_its_check_is_refused_with_the_checks_line(host: P
 
 def test_a_release_on_the_hosts_own_torch_needs_no_overlay(host: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "host_torch", lambda: "9.13.0+cu130")
+    monkeypatch.setattr(venvs, "host_torch", lambda: "9.13.0+cu130")
     env = ensure_env(EngineRecipe(vllm="9.27.1", accelerator="cuda"), tmp_path / "env.log")
     assert "torch" not in env.fingerprint and "torch_overlay" not in env.fingerprint
     assert with_overlay({"A": "1"}, env.fingerprint) == {"A": "1"}

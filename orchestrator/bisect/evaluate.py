@@ -76,7 +76,7 @@ class SweepEvaluator:
         ensure_env: Callable[..., Any] | None = None,
     ) -> None:
         from vmatrix.orchestrator import scheduler
-        from vmatrix.orchestrator.runtimes import local
+        from vmatrix.orchestrator.runtimes import venvs
 
         self.spec = spec
         self.engine = engine
@@ -87,13 +87,13 @@ class SweepEvaluator:
         self.address = address
         self.on_phase = on_phase or (lambda text: None)
         self._run_sweep = run_sweep or scheduler.run_sweep
-        self._ensure_env = ensure_env or local.ensure_env
+        self._ensure_env = ensure_env or venvs.ensure_env
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bisect-prefetch")
         self._prefetching: dict[str, Future[Any]] = {}
 
     def ready(self, candidate: str) -> bool:
         """Whether the candidate's engine venv is already built (no install needed)."""
-        from vmatrix.orchestrator.runtimes.local import env_ready
+        from vmatrix.orchestrator.runtimes.venvs import env_ready
 
         try:
             return env_ready(self.cells_for(candidate)[0].engine)

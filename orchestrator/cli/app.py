@@ -247,7 +247,7 @@ def canary_build(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from vmatrix.orchestrator.canary import SHIPPED, ensure_canary, shipped_dir, shipped_files
-    from vmatrix.orchestrator.runtimes.local import ensure_env
+    from vmatrix.orchestrator.runtimes.venvs import ensure_env
     from vmatrix.progress import Step, Throttle
     from vmatrix.recipe import EngineRecipe
 

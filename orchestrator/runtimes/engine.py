@@ -1,6 +1,6 @@
 """What every runtime's engine shares: the Engine protocol, health waits, owners and ports.
 
-An engine is a vLLM server the runtime started (a process: ``local.EngineProcess``;
+An engine is a vLLM server the runtime started (a process: ``processes.EngineProcess``;
 a container: ``docker.EngineContainer``). Running a cell (``orchestrator.run_cell``)
 uses only this protocol, whatever the runtime.
 """
@@ -21,7 +21,7 @@ from vmatrix.progress import Step, StepReport
 
 
 class EngineEnvironment(Protocol):
-    """A built engine environment: a venv (``local.EngineEnv``) or an image (``docker.EngineImage``)."""
+    """A built engine environment: a venv (``venvs.EngineEnv``) or an image (``docker.EngineImage``)."""
 
     python: Path  # the engine's interpreter (inside the image, for an image)
     fingerprint: dict[str, Any]  # what is installed, for the run's record
