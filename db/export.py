@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import case, func, select
 
-from vmatrix.db.compare import rates
+from vmatrix.db.counters import rates
 from vmatrix.db.models import CellRow, RequestRow, Run, SweepCell
 from vmatrix.db.queries import _with_verdicts, knob_text, metric_totals_for
 from vmatrix.db.store import Store

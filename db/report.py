@@ -19,15 +19,8 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from vmatrix import speed
-from vmatrix.db.compare import (
-    Rates,
-    RunSamples,
-    decode_by_prompt_type,
-    load_samples,
-    mean_present,
-    rates,
-    ttft_cold_hot,
-)
+from vmatrix.db.compare import RunSamples, decode_by_prompt_type, load_samples, mean_present, ttft_cold_hot
+from vmatrix.db.counters import Rates, rates
 from vmatrix.db.evidence import unmeasured_of
 from vmatrix.db.fixes import result_text, run_text, shapes_text, wrong_text
 from vmatrix.db.queries import (

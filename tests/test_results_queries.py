@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 
 from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
 from vmatrix.db import compare as compare_mod
+from vmatrix.db import statistics as stats_mod
 from vmatrix.db.compare import (
     CellFilter,
     RunSamples,
@@ -39,14 +40,14 @@ from vmatrix.db.compare import (
     metric_totals,
     pair_cells,
     prompt_type,
-    rates,
-    ratio_intervals,
     ttft_cold_hot,
 )
+from vmatrix.db.counters import rates
 from vmatrix.db.export import ExportError, export_rows, export_runs
 from vmatrix.db.queries import cell_results, diff_sweeps
 from vmatrix.db.reads import RecallCount, recall_counts
 from vmatrix.db.report import bar_chart, build_report, nice_ticks, render_report
+from vmatrix.db.statistics import ratio_intervals
 from vmatrix.db.store import Store
 from vmatrix.expect import Expectation
 from vmatrix.orchestrator.cli.results import report, results_extra
@@ -284,7 +285,7 @@ def test_intervals_do_not_depend_on_other_pairs() -> None:
     alone, _ = ratio_intervals([a], resamples=500)
     together, overall = ratio_intervals([c, b, a], resamples=500)
     # Equal up to the rounding of matrix products of different shapes, which are float32
-    # (db.compare._request_weights): a few units in float32's last place.
+    # (db.statistics._request_weights): a few units in float32's last place.
     assert (together[2].estimate, together[2].low, together[2].high) == pytest.approx(
         (alone[0].estimate, alone[0].low, alone[0].high), rel=1e-6
     )
@@ -398,7 +399,7 @@ def test_compare_reads_the_latest_run(store: Store) -> None:
 
 def test_control_to_clean_is_no_change() -> None:
     def pair(before: str, after: str) -> compare_mod.PairResult:
-        none = compare_mod.NO_DATA
+        none = stats_mod.NO_DATA
         return compare_mod.PairResult("p", "b", "c", before, after, none, none, rates({}), rates({}))
 
     assert not pair("control", "clean").result_changed and not pair("clean", "control").result_changed
@@ -409,13 +410,13 @@ def test_listed_pairs_rank_changes_first_then_size() -> None:
     from vmatrix.orchestrator.cli.results import listed_pairs
 
     def pair(label: str, after: str, ttft: float | None, decode: float) -> compare_mod.PairResult:
-        iv = compare_mod.Interval
+        iv = stats_mod.Interval
         return compare_mod.PairResult(label, "b", "c", "clean", after, iv(ttft, None, None, 5),
                                       iv(decode, None, None, 5), rates({}), rates({}))
 
     pairs = [pair("same", "clean", 1.0, 1.01), pair("2x slower", "clean", 1.0, 0.5), pair("crash", "crashed", None, 1.0),
              pair("1.5x faster", "clean", 1.5, 1.0), pair("no data", "clean", None, 0.0)]
-    result = compare_mod.Comparison("a", "b", 10, 0, 0.95, pairs, compare_mod.NO_DATA, compare_mod.NO_DATA,
+    result = compare_mod.Comparison("a", "b", 10, 0, 0.95, pairs, stats_mod.NO_DATA, stats_mod.NO_DATA,
                                     rates({}), rates({}), [], [])
     assert [p.label for p in listed_pairs(result, 3)] == ["crash", "2x slower", "1.5x faster"]
     assert listed_pairs(result, 0) == pairs == listed_pairs(result, 5)
@@ -687,11 +688,11 @@ def test_packed_samples_match_as_decoded_ones(store: Store) -> None:
 
 
 def test_int32_pair_draws_are_numpys_default_draws() -> None:
-    """db.compare draws stage-two pairs as int32 to save time; they must be the very
+    """db.statistics draws stage-two pairs as int32 to save time; they must be the very
     numbers the int64 default gives, or the overall intervals would change."""
     for p in (2, 7, 1000, 5003, 70_000):
         wide = np.random.default_rng([0, 1, p]).integers(0, p, size=(50, p))
-        flat = compare_mod._pair_draws(0, p, 50)  # flat indices into a (p x 50) matrix
+        flat = stats_mod._pair_draws(0, p, 50)  # flat indices into a (p x 50) matrix
         assert flat.dtype == np.int32 and (flat // 50 == wide).all() and (flat % 50 == np.arange(50)[:, None]).all()
 
 

@@ -22,7 +22,9 @@ from rich.text import Text
 from vmatrix.orchestrator.cli.common import Commands, DbOpt, console, err, fail, gc_paused, open_for_reading, open_store
 
 if TYPE_CHECKING:
-    from vmatrix.db.compare import Comparison, Interval, PairResult, Rates
+    from vmatrix.db.compare import Comparison, PairResult
+    from vmatrix.db.counters import Rates
+    from vmatrix.db.statistics import Interval
     from vmatrix.db.store import Store
 
 results_extra = typer.Typer(cls=Commands, no_args_is_help=True, help="Compare, export and diff recorded results.")

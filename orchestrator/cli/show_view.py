@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vmatrix import speed
-from vmatrix.db.compare import SPEC_DRAFTS, rates
+from vmatrix.db.counters import SPEC_DRAFTS, rates
 from vmatrix.db.evidence import ground_truth, unmeasured_of
 from vmatrix.db.queries import CellDetail, RunDetail
 from vmatrix.db.reads import PREFIX_HITS, PREFIX_QUERIES
