@@ -34,7 +34,7 @@ from vmatrix.orchestrator.grading import end_tokens_for, exercised, model_logit_
 from vmatrix.orchestrator.matrix import describe_knobs, expand
 from vmatrix.orchestrator.run_cell import run_cell
 from vmatrix.orchestrator.scheduler import run_sweep
-from vmatrix.orchestrator.spec import parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.records import Transcript
 
 MATRIX = """\

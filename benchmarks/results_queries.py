@@ -70,7 +70,7 @@ from vmatrix.db.reads import cell_results, metric_totals_for, open_sqlite_at_hea
 from vmatrix.db.samples import summary_row
 from vmatrix.db.store import Store
 from vmatrix.db.table import lookup_table
-from vmatrix.orchestrator.spec import Knobs
+from vmatrix.orchestrator.spec.knobs import Knobs
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import RequestRecord
 

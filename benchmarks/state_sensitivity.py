@@ -34,7 +34,8 @@ from vmatrix.jobs.workload import build_workload
 from vmatrix.orchestrator.grading import end_tokens_for
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.scheduler import run_sweep
-from vmatrix.orchestrator.spec import WorkloadSpec, parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.spec.workload import WorkloadSpec
 from vmatrix.records import RequestRecord, answer_span
 
 # patch -> (its --additional-config key, the degrees measured, the harmless one)

@@ -25,7 +25,7 @@ from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.paths import cache_dir
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.orchestrator.scheduler import prepare_model, run_sweep
-from vmatrix.orchestrator.spec import load_spec
+from vmatrix.orchestrator.spec.matrix_file import load_spec
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from vmatrix.cells import ModelRef, digest
 from vmatrix.errors import CanaryError
 from vmatrix.orchestrator.engine_args import path_trap
 from vmatrix.orchestrator.paths import cache_dir
-from vmatrix.orchestrator.spec import ModelSpec
+from vmatrix.orchestrator.spec.engines import ModelSpec
 
 BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
 CORPUS = BUILDER.with_name("corpus.py")

@@ -32,18 +32,11 @@ import yaml
 
 from vmatrix.cells import Cell
 from vmatrix.db.store import FixesRecord, Store
-from vmatrix.errors import InputError, NotFoundError
+from vmatrix.errors import InputError, NotFoundError, SpecError
 from vmatrix.images.recipe import patches_dir
 from vmatrix.orchestrator.matrix import Plan, expand
-from vmatrix.orchestrator.spec import (
-    EngineSpec,
-    MatrixSpec,
-    PatchEntry,
-    SpecError,
-    anchor_paths,
-    is_patch_folder,
-    parse_spec,
-)
+from vmatrix.orchestrator.spec.engines import EngineSpec, PatchEntry, is_patch_folder
+from vmatrix.orchestrator.spec.matrix_file import MatrixSpec, anchor_paths, parse_spec
 
 # What a fix is asked to turn: a cell whose answers are wrong, or that crashed.
 FIXABLE = ("corrupt", "crashed")

@@ -25,7 +25,7 @@ from vmatrix.orchestrator.canary import excused_symptoms, logit_scale
 from vmatrix.orchestrator.geometry import lmcache_on
 from vmatrix.orchestrator.matrix import Plan
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens
-from vmatrix.orchestrator.spec import Grading, WorkloadSpec
+from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec
 from vmatrix.records import Layout, Transcript
 
 

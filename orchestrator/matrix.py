@@ -16,13 +16,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from vmatrix.cells import Cell, ModelRef, digest
+from vmatrix.errors import SpecError
 from vmatrix.images.recipe import PatchSetError
 from vmatrix.jobs.workload import workload_digest
 from vmatrix.orchestrator.canary import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
 from vmatrix.orchestrator.engine_args import MEMORY_FLAG, flag_value, path_trap
 from vmatrix.orchestrator.patch_sources import resolve
 from vmatrix.orchestrator.paths import cache_dir
-from vmatrix.orchestrator.spec import GPU_HEADROOM, Knobs, MatrixSpec, Resources, Rule, SpecError
+from vmatrix.orchestrator.spec.knobs import Knobs, Rule
+from vmatrix.orchestrator.spec.matrix_file import GPU_HEADROOM, MatrixSpec, Resources
 from vmatrix.recipe import EngineRecipe
 
 

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 from vmatrix.errors import PatchSetError
 from vmatrix.images.recipe import files_digest, patch_set_digest, set_content
 from vmatrix.orchestrator.paths import cache_dir
-from vmatrix.orchestrator.spec import PatchEntry, is_patch_folder
+from vmatrix.orchestrator.spec.engines import PatchEntry, is_patch_folder
 
 FETCH_TIMEOUT_S = 30
 

@@ -16,7 +16,7 @@ from vmatrix.db.queries import resolve_cell_id
 from vmatrix.db.store import Store
 from vmatrix.errors import NotFoundError
 from vmatrix.jobs.workload import build_workload, requests_digest, workload_digest
-from vmatrix.orchestrator.spec import WorkloadSpec
+from vmatrix.orchestrator.spec.workload import WorkloadSpec
 from vmatrix.records import Layout
 from vmatrix.workload import Workload
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from vmatrix.orchestrator.spec import EngineSpec, MatrixSpec, SpecError, field_line, load_spec
+from vmatrix.errors import SpecError
+from vmatrix.orchestrator.spec.engines import EngineSpec
+from vmatrix.orchestrator.spec.matrix_file import MatrixSpec, field_line, load_spec
 from vmatrix.orchestrator.versions import Listing, in_range, is_range, listing, release_choice
 
 

@@ -45,7 +45,8 @@ from vmatrix.orchestrator.runtimes.interface import EngineStart, Runtime
 from vmatrix.orchestrator.runtimes.phases import KV_CACHE_READY, LogFollower
 from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
-from vmatrix.orchestrator.spec import Timeouts, WorkloadSpec, memory_share
+from vmatrix.orchestrator.spec.matrix_file import Timeouts, memory_share
+from vmatrix.orchestrator.spec.workload import WorkloadSpec
 from vmatrix.progress import REPLAY, Step, StepReport
 from vmatrix.records import ControlReference, Layout
 

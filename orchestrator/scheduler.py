@@ -49,7 +49,8 @@ from vmatrix.orchestrator.runtimes.engine import owner_id
 from vmatrix.orchestrator.runtimes.interface import Runtime
 from vmatrix.orchestrator.runtimes.processes import reap_orphans
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
-from vmatrix.orchestrator.spec import Grading, Timeouts
+from vmatrix.orchestrator.spec.matrix_file import Timeouts
+from vmatrix.orchestrator.spec.workload import Grading
 from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle
 from vmatrix.records import ControlReference, Transcript
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from vmatrix.cells import Cell
 from vmatrix.jobs.shapes import fragments, race_lengths
-from vmatrix.orchestrator.spec import WorkloadSpec
+from vmatrix.orchestrator.spec.workload import WorkloadSpec
 
 
 def shape_notes(cell: Cell) -> list[str]:

@@ -29,7 +29,8 @@ from packaging.version import InvalidVersion, Version
 from vmatrix.cells import Cell, Direction, direction
 from vmatrix.orchestrator.matrix import Plan, describe_knobs, engine_recipes, expand
 from vmatrix.orchestrator.release_ranges import RangeChoice, load_matrix
-from vmatrix.orchestrator.spec import EngineSpec, MatrixSpec
+from vmatrix.orchestrator.spec.engines import EngineSpec
+from vmatrix.orchestrator.spec.matrix_file import MatrixSpec
 
 if TYPE_CHECKING:
     from vmatrix.db.store import BisectRecord, Store
@@ -162,7 +163,7 @@ def selector_text(cell: Cell, cells: list[Cell]) -> str:
     selects by every knob (``BisectRequest.filters``)."""
     import json
 
-    from vmatrix.orchestrator.spec import Knobs
+    from vmatrix.orchestrator.spec.knobs import Knobs
 
     defaults = Knobs().canonical()
 

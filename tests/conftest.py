@@ -192,7 +192,7 @@ def e2e_sweep(tmp_path_factory: pytest.TempPathFactory):
     from vmatrix.orchestrator.matrix import expand
     from vmatrix.orchestrator.paths import cache_dir
     from vmatrix.orchestrator.scheduler import run_sweep
-    from vmatrix.orchestrator.spec import parse_spec
+    from vmatrix.orchestrator.spec.matrix_file import parse_spec
     from vmatrix.progress import Step
 
     tmp = tmp_path_factory.mktemp("e2e")

@@ -47,7 +47,7 @@ from vmatrix.orchestrator.cli.common import error_line
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.scheduler import SweepResult
 from vmatrix.orchestrator.scheduler import run_sweep as real_run_sweep
-from vmatrix.orchestrator.spec import parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import RequestRecord, Transcript
 

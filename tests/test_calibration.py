@@ -23,7 +23,8 @@ from vmatrix.jobs.replay import confidently_diverged
 from vmatrix.orchestrator.grading import calibrate, grade_cell, will_grade
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.scheduler import control_reference, run_sweep
-from vmatrix.orchestrator.spec import Grading, parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.spec.workload import Grading
 from vmatrix.records import ControlReference, Transcript
 
 Runs = dict[str, Transcript]  # the conftest fixture `recorded_runs`

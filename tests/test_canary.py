@@ -151,7 +151,7 @@ def test_the_corpus_sizes_prefixes_with_the_shipped_tokenizers_tokens_per_line(t
     from vmatrix.images.canary import corpus
     from vmatrix.jobs.workload import build_workload
     from vmatrix.orchestrator.canary import SHIPPED
-    from vmatrix.orchestrator.spec import WorkloadSpec
+    from vmatrix.orchestrator.spec.workload import WorkloadSpec
 
     python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
     # Probing workloads: the token where the probed line's words start, as the shipped

@@ -15,7 +15,7 @@ from vmatrix.db.store import Store
 from vmatrix.expect import Expectation
 from vmatrix.orchestrator.canary_report import report_matrix, summarize
 from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.spec import parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.records import RequestRecord, Transcript
 
 END = 2  # the model's end-of-turn token id, here

@@ -238,7 +238,7 @@ def test_quickstart_through_the_head_matches_the_local_runtime_and_survives_a_lo
         e2e_sweep, cluster, tmp_path: Path) -> None:
     from vmatrix.db.store import Store
     from vmatrix.orchestrator.matrix import expand
-    from vmatrix.orchestrator.spec import load_spec, parse_spec
+    from vmatrix.orchestrator.spec.matrix_file import load_spec, parse_spec
 
     compose, env, _, workers = cluster
     plan = expand(parse_spec(MATRIX, QUICKSTART.name), QUICKSTART.name)

@@ -24,7 +24,8 @@ from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.runtimes.engine import free_port
 from vmatrix.orchestrator.runtimes.processes import EngineProcess, group_pids
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
-from vmatrix.orchestrator.spec import WorkloadSpec, parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.spec.workload import WorkloadSpec
 
 pytestmark = pytest.mark.engine
 

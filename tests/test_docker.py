@@ -92,7 +92,7 @@ def docker_sweep(base_image: str, tmp_path_factory: pytest.TempPathFactory):
     from vmatrix.db.store import Store
     from vmatrix.orchestrator.matrix import expand
     from vmatrix.orchestrator.scheduler import run_sweep
-    from vmatrix.orchestrator.spec import parse_spec
+    from vmatrix.orchestrator.spec.matrix_file import parse_spec
 
     tmp = tmp_path_factory.mktemp("docker")
     mp = pytest.MonkeyPatch()

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from vmatrix.orchestrator.engine_args import engine_argv, engine_env
-from vmatrix.orchestrator.spec import Knobs
+from vmatrix.orchestrator.spec.knobs import Knobs
 from vmatrix.recipe import EngineRecipe
 
 PY = Path("/venv/bin/python")

@@ -11,7 +11,7 @@ import pytest
 from packaging.version import Version
 
 from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.spec import load_spec
+from vmatrix.orchestrator.spec.matrix_file import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRICES = sorted(p for d in ("examples", "benchmarks") for p in (ROOT / d).glob("*.yaml")

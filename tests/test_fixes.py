@@ -30,7 +30,7 @@ from vmatrix.orchestrator.fixes import FixesInputError, FixRow, answer, find_fix
 from vmatrix.orchestrator.grading import grade_cell
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.scheduler import SweepResult
-from vmatrix.orchestrator.spec import load_spec
+from vmatrix.orchestrator.spec.matrix_file import load_spec
 from vmatrix.records import Transcript
 
 RUNS = unpacked("cold-race-cpu-f32-repeats-2026-12-03.db")
@@ -222,7 +222,7 @@ def test_a_candidate_is_the_cells_engine_of_a_many_release_matrix_plus_the_set(e
     """The cell's own engine is found among the matrix's releases, its patches kept first, and
     the candidate's cell is graded against the cell's control (no engine runs here)."""
     from vmatrix.orchestrator.fixes import Candidate, base_engine, candidate_cell
-    from vmatrix.orchestrator.spec import PatchEntry
+    from vmatrix.orchestrator.spec.engines import PatchEntry
 
     path = Path(__file__).resolve().parent.parent / "examples" / example
     spec = load_spec(path, check_index=False)

@@ -35,7 +35,7 @@ from vmatrix.images.recipe import patches_dir
 from vmatrix.orchestrator.cli import app
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.scheduler import run_sweep
-from vmatrix.orchestrator.spec import load_spec
+from vmatrix.orchestrator.spec.matrix_file import load_spec
 
 pytestmark = pytest.mark.engine
 

@@ -405,7 +405,7 @@ def test_a_real_vllm_engine_waits_at_the_gate_in_its_worker_only(tmp_path: Path)
     from vmatrix.orchestrator.runtimes.engine import free_port
     from vmatrix.orchestrator.runtimes.processes import EngineProcess
     from vmatrix.orchestrator.runtimes.venvs import ensure_env
-    from vmatrix.orchestrator.spec import parse_spec
+    from vmatrix.orchestrator.spec.matrix_file import parse_spec
 
     cell = expand(parse_spec(REAL, "gate.yaml"), "gate.yaml").cells[0]
     env = ensure_env(cell.engine, tmp_path / "env.log")

@@ -26,6 +26,7 @@ import ray
 
 from tests.test_gpu_gate import ENGINE, fake_vllm
 from vmatrix.cells import Cell, ModelRef
+from vmatrix.errors import SpecError
 from vmatrix.images.gpu_gate import FOLDER
 from vmatrix.images.gpu_gate.vmatrix_gpu_gate import ENV
 from vmatrix.orchestrator.engine_args import engine_argv
@@ -36,7 +37,7 @@ from vmatrix.orchestrator.runtimes.interface import EngineStart
 from vmatrix.orchestrator.runtimes.local import LocalRuntime
 from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.scheduler import _start_local_ray, task_options
-from vmatrix.orchestrator.spec import Resources, SpecError, Timeouts, parse_spec
+from vmatrix.orchestrator.spec.matrix_file import Resources, Timeouts, parse_spec
 from vmatrix.recipe import EngineRecipe
 
 MATRIX = """\

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from vmatrix.errors import SpecError
 from vmatrix.images.build import ImageBuildError, ImageOptions, render
 from vmatrix.images.recipe import patch_set_digest
 from vmatrix.orchestrator.engine_args import engine_argv
-from vmatrix.orchestrator.spec import SpecError, parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.recipe import EngineRecipe
 
 BASE = ImageOptions(base="vmatrix/base:bookworm", wheelhouse=(), ca_bundle="")

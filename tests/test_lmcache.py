@@ -14,6 +14,7 @@ import yaml
 
 from vmatrix.db.queries import lookup_table, render_table
 from vmatrix.db.store import Store
+from vmatrix.errors import SpecError
 from vmatrix.jobs.traces import save_trace, synth_trace
 from vmatrix.jobs.workload import workload_digest
 from vmatrix.orchestrator import lmcache
@@ -21,7 +22,9 @@ from vmatrix.orchestrator.engine_args import engine_argv
 from vmatrix.orchestrator.geometry import violations
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.scheduler import run_sweep
-from vmatrix.orchestrator.spec import Knobs, SpecError, WorkloadSpec, parse_spec
+from vmatrix.orchestrator.spec.knobs import Knobs
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.spec.workload import WorkloadSpec
 from vmatrix.recipe import EngineRecipe
 
 BASE = """\

@@ -26,7 +26,7 @@ from vmatrix.db.store import Store
 from vmatrix.jobs.traces import save_trace, synth_trace
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.scheduler import run_sweep
-from vmatrix.orchestrator.spec import parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
 
 # Five engine starts; on a 2-core host shared with other engines one start took up to
 # 14 minutes, so the module may need more than the suite's 30-minute default.

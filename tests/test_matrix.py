@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from vmatrix.errors import SpecError
 from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.spec import SpecError, parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
 
 BASE = """\
 name: t

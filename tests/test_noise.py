@@ -14,7 +14,7 @@ from vmatrix.db.store import Store
 from vmatrix.jobs.grade import repeatability
 from vmatrix.orchestrator.cli import app
 from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.spec import parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.records import RequestRecord, Transcript
 
 

@@ -24,7 +24,7 @@ from vmatrix.db.store import Store
 from vmatrix.db.table import lookup_table, result_names
 from vmatrix.errors import InputError
 from vmatrix.orchestrator.cli import app
-from vmatrix.orchestrator.spec import Knobs
+from vmatrix.orchestrator.spec.knobs import Knobs
 
 AGENT = "agent: no asked line lies inside the block its hit restored (the hits came lower than laid out)"
 SPEC_TAIL = "spec_tail: /metrics not scraped (drafted tokens)"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from vmatrix.errors import EnvBuildError, ImageBuildError, PatchSetError
+from vmatrix.errors import EnvBuildError, ImageBuildError, PatchSetError, SpecError
 from vmatrix.images.recipe import patch_set_digest, recipe_patches, set_variants
 from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.spec import SpecError, load_spec
+from vmatrix.orchestrator.spec.matrix_file import load_spec
 from vmatrix.recipe import EngineRecipe
 
 

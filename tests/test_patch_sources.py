@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from vmatrix.errors import EnvBuildError
+from vmatrix.errors import EnvBuildError, SpecError
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.patch_sources import failure_reason
 from vmatrix.orchestrator.paths import cache_dir
 from vmatrix.orchestrator.runtimes.venvs import _apply_patches
-from vmatrix.orchestrator.spec import SpecError, load_spec
+from vmatrix.orchestrator.spec.matrix_file import load_spec
 
 VLLM_FILE = "vllm/envs.py"
 LMCACHE_FILE = "lmcache/utils.py"

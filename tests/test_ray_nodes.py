@@ -30,7 +30,7 @@ from ray.cluster_utils import Cluster
 from vmatrix.db.store import Store
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.scheduler import run_sweep
-from vmatrix.orchestrator.spec import parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
 
 pytestmark = pytest.mark.engine
 

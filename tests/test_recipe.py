@@ -11,7 +11,7 @@ from vmatrix.errors import EnvBuildError
 from vmatrix.images.recipe import requirements, wheel_path
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
-from vmatrix.orchestrator.spec import load_spec
+from vmatrix.orchestrator.spec.matrix_file import load_spec
 from vmatrix.recipe import EngineRecipe
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -12,7 +12,7 @@ from vmatrix.cells import Grade, RunOutcome
 from vmatrix.db.store import Store
 from vmatrix.orchestrator.grading import grade_waiting
 from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.spec import parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.records import RequestRecord, Transcript
 
 MATRIX = """\

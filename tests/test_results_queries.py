@@ -51,7 +51,7 @@ from vmatrix.db.statistics import ratio_intervals
 from vmatrix.db.store import Store
 from vmatrix.expect import Expectation
 from vmatrix.orchestrator.cli.results import report, results_extra
-from vmatrix.orchestrator.spec import Knobs
+from vmatrix.orchestrator.spec.knobs import Knobs
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import RequestRecord, Transcript
 
@@ -713,7 +713,7 @@ for argv in (["results", "table", "--db", {db_url!r}],
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "alembic")))
 # Nor the matrix spec (pydantic, ~0.15 s: once pulled in by results regrade's module) nor
 # numpy.ma (~0.03 s, which np.quantile imports).
-print(sorted(m for m in sys.modules if m in ("vmatrix.orchestrator.spec", "pydantic", "numpy.ma")))
+print(sorted(m for m in sys.modules if m in ("pydantic", "numpy.ma") or m.startswith("vmatrix.orchestrator.spec")))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                           cwd=Path(__file__).resolve().parent.parent)

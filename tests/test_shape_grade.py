@@ -13,7 +13,7 @@ from vmatrix.jobs.grade import Exercised, grade_transcripts
 from vmatrix.jobs.shape_grade import Placed, Shaped
 from vmatrix.jobs.shapes import fragments
 from vmatrix.jobs.workload import build_workload
-from vmatrix.orchestrator.spec import WorkloadSpec
+from vmatrix.orchestrator.spec.workload import WorkloadSpec
 from vmatrix.records import RequestRecord, Transcript
 from vmatrix.workload import Workload
 

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from vmatrix.errors import SpecError
 from vmatrix.images.canary import corpus
 from vmatrix.jobs.shapes import LAYOUT_VERSION, canary_tokens, count, fragments, line_spans, where
 from vmatrix.jobs.workload import build_workload, workload_digest
-from vmatrix.orchestrator.spec import SpecError, WorkloadSpec, parse_spec
+from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.spec.workload import WorkloadSpec
 from vmatrix.workload import Claim, ReplayRequest
 
 EVERY_SHAPE = [{"kind": "cold_race"}, {"kind": "cold_race", "name": "same", "identical": True},

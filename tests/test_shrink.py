@@ -35,7 +35,7 @@ from vmatrix.orchestrator.runtimes.interface import EngineStart
 from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.shrink.ddmin import ddmin
 from vmatrix.orchestrator.shrink.units import as_trace, subset, units
-from vmatrix.orchestrator.spec import load_spec
+from vmatrix.orchestrator.spec.matrix_file import load_spec
 from vmatrix.recipe import EngineRecipe
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -99,7 +99,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     db = tmp / "recorded.db"
     shutil.copy(RECORDED, db)
     from vmatrix.db.site import publish
-    from vmatrix.orchestrator.spec import Knobs
+    from vmatrix.orchestrator.spec.knobs import Knobs
 
     store = Store.open(db)
     out = tmp / "site"
@@ -129,7 +129,7 @@ def test_every_link_leads_to_a_page_and_the_table_holds_what_the_store_does(site
 def test_publishing_again_changes_no_file(site) -> None:
     _, out, db = site
     from vmatrix.db.site import publish
-    from vmatrix.orchestrator.spec import Knobs
+    from vmatrix.orchestrator.spec.knobs import Knobs
 
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
     again = publish(Store.open(db), out, Knobs().canonical())

@@ -24,7 +24,7 @@ from vmatrix.cells import Grade
 from vmatrix.db.site import build_site
 from vmatrix.db.store import BisectRecord, Store
 from vmatrix.orchestrator.cli import app
-from vmatrix.orchestrator.spec import Knobs
+from vmatrix.orchestrator.spec.knobs import Knobs
 
 runner = CliRunner()
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vmatrix.orchestrator.spec import SpecError, load_spec, parse_spec
+from vmatrix.errors import SpecError
+from vmatrix.orchestrator.spec.matrix_file import load_spec, parse_spec
 from vmatrix.orchestrator.versions import releases
 
 GOOD = """\

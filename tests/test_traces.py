@@ -119,7 +119,7 @@ def _error(path: Path) -> str:
 def test_expectations_travel_from_trace_to_workload_and_only_then_into_the_digest(tmp_path: Path) -> None:
     from vmatrix.expect import Expectation
     from vmatrix.jobs.workload import workload_digest
-    from vmatrix.orchestrator.spec import WorkloadSpec
+    from vmatrix.orchestrator.spec.workload import WorkloadSpec
 
     plain = small_trace()
     path = tmp_path / "t.jsonl"
@@ -151,7 +151,7 @@ def test_the_canary_workload_expects_the_recited_definitions() -> None:
 
     from vmatrix.expect import Expectation
     from vmatrix.jobs.workload import build_workload, workload_digest
-    from vmatrix.orchestrator.spec import WorkloadSpec
+    from vmatrix.orchestrator.spec.workload import WorkloadSpec
 
     spec = WorkloadSpec(prefix_tokens=200, sessions=2, turns=2, agent_switches=1)
     wl = build_workload(spec)
@@ -181,7 +181,7 @@ def test_a_probing_workload_asks_each_session_once_for_the_line_the_boundary_spl
     makes them; tests/test_canary.py checks that against it), and each session's first
     cache-hitting request asks for that definition once; without the option nothing changes."""
     from vmatrix.jobs.workload import align_boundary, build_workload, word_starts, workload_digest
-    from vmatrix.orchestrator.spec import WorkloadSpec
+    from vmatrix.orchestrator.spec.workload import WorkloadSpec
 
     rng = __import__("random").Random(3)
     _, defs = corpus.system_prompt(rng, 120)
@@ -216,7 +216,7 @@ def test_a_probe_that_cannot_be_laid_out_is_a_spec_error(tmp_path: Path) -> None
     """A workload that claims to probe and does not would grade prefix caching untested."""
     import pydantic
 
-    from vmatrix.orchestrator.spec import WorkloadSpec
+    from vmatrix.orchestrator.spec.workload import WorkloadSpec
 
     with pytest.raises(pydantic.ValidationError, match="a 300-token prefix cannot be laid out .* 384-token block"):
         WorkloadSpec(prefix_tokens=300, probe_block_tokens=384)
@@ -475,7 +475,7 @@ def test_import_vllm_custom_and_cli(tmp_path: Path) -> None:
 
 def test_the_api_is_part_of_a_workload_and_its_digest(tmp_path: Path) -> None:
     from vmatrix.jobs.workload import build_workload, workload_digest
-    from vmatrix.orchestrator.spec import WorkloadSpec
+    from vmatrix.orchestrator.spec.workload import WorkloadSpec
 
     path = tmp_path / "t.jsonl"
     save_trace(synth_trace(0, 2, 2, 200, 1), path)

@@ -21,12 +21,12 @@ from typer.testing import CliRunner
 
 from vmatrix.cells import direction
 from vmatrix.db.store import BisectRecord, Store
+from vmatrix.errors import SpecError
 from vmatrix.orchestrator.bisect import run_bisect
 from vmatrix.orchestrator.bisect.selector import parse_selector, select_cells
 from vmatrix.orchestrator.cli import app
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.release_ranges import load_matrix
-from vmatrix.orchestrator.spec import SpecError
 from vmatrix.orchestrator.versions import in_range, release_choice
 from vmatrix.orchestrator.watch import Hooks, watch_once
 

@@ -21,7 +21,8 @@ import yaml
 from vmatrix.cells import Cell
 from vmatrix.orchestrator.bisect.errors import BisectError
 from vmatrix.orchestrator.bisect.predicate import Observation
-from vmatrix.orchestrator.spec import EngineSpec, MatrixSpec
+from vmatrix.orchestrator.spec.engines import EngineSpec
+from vmatrix.orchestrator.spec.matrix_file import MatrixSpec
 from vmatrix.recipe import EngineRecipe
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from packaging.version import Version
 
 from vmatrix.cells import Cell
+from vmatrix.errors import SpecError
 from vmatrix.orchestrator.bisect.commits import (
     DEFAULT_WHEEL_URL,
     commit_candidates,
@@ -31,7 +32,7 @@ from vmatrix.orchestrator.bisect.releases import release_candidates
 from vmatrix.orchestrator.bisect.report import BisectReport, neighbours
 from vmatrix.orchestrator.bisect.search import SearchResult, StepDone, StepListener, search
 from vmatrix.orchestrator.bisect.selector import base_engine, parse_selector, rebase_cells, select_cells, spec_for
-from vmatrix.orchestrator.spec import MatrixSpec, SpecError
+from vmatrix.orchestrator.spec.matrix_file import MatrixSpec
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def run_bisect(
     input is a :class:`BisectInputError` naming that input by its field here.
     """
     from vmatrix.orchestrator.matrix import expand
-    from vmatrix.orchestrator.spec import load_spec
+    from vmatrix.orchestrator.spec.matrix_file import load_spec
 
     t0 = time.monotonic()
     predicate = parse_predicate(req.predicate)

@@ -13,7 +13,9 @@ from typing import Any, Literal, Union, get_args, get_origin
 from vmatrix import selector
 from vmatrix.cells import Cell
 from vmatrix.orchestrator.bisect.errors import BisectInputError
-from vmatrix.orchestrator.spec import KNOB_NAMES, EngineSpec, Knobs, MatrixSpec
+from vmatrix.orchestrator.spec.engines import EngineSpec
+from vmatrix.orchestrator.spec.knobs import KNOB_NAMES, Knobs
+from vmatrix.orchestrator.spec.matrix_file import MatrixSpec
 from vmatrix.recipe import EngineRecipe
 
 _ENGINE_KEYS = ("patches", "lmcache", "accelerator")

@@ -312,7 +312,7 @@ def canary_report(
     from vmatrix.orchestrator.canary_report import NEAR_TIE, report_matrix, summarize
     from vmatrix.orchestrator.matrix import expand
     from vmatrix.orchestrator.scheduler import SweepError, run_sweep
-    from vmatrix.orchestrator.spec import parse_spec
+    from vmatrix.orchestrator.spec.matrix_file import parse_spec
 
     try:
         sizes = [int(x) for x in lengths.split(",")]

@@ -39,10 +39,11 @@ def results_regrade(
 ) -> None:
     """Grade SWEEP's runs again with the current grader and the sweep's own grading settings."""
     from vmatrix.db.queries import sweep_info, sweep_runs
+    from vmatrix.errors import SpecError
     from vmatrix.orchestrator.canary import CanaryError
     from vmatrix.orchestrator.grading import regrade_run
     from vmatrix.orchestrator.matrix import expand
-    from vmatrix.orchestrator.spec import SpecError, parse_spec
+    from vmatrix.orchestrator.spec.matrix_file import parse_spec
 
     store = open_store(db)
     try:

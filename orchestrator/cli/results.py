@@ -284,7 +284,7 @@ def publish(
     page per bisect, each result naming the DB and sweep it came from. Offline (opens from
     file://); a page whose content is unchanged is not written again."""
     from vmatrix.db.site import publish as write_site
-    from vmatrix.orchestrator.spec import Knobs
+    from vmatrix.orchestrator.spec.knobs import Knobs
 
     if directory.exists() and not directory.is_dir():
         fail(f"{directory}: not a folder")

@@ -25,7 +25,7 @@ from vmatrix.jobs.replay import SAMPLING
 from vmatrix.orchestrator.canary import canary_dir, draft_dir, is_canary, logit_scale
 from vmatrix.orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
 from vmatrix.orchestrator.recorded import Recorded
-from vmatrix.orchestrator.spec import Grading
+from vmatrix.orchestrator.spec.workload import Grading
 from vmatrix.workload import Workload
 
 SCRIPT = Path(__file__).with_name("script.py")

@@ -25,7 +25,7 @@ import yaml
 
 from vmatrix.db.queries import sweep_info
 from vmatrix.db.store import ShrinkRecord, Store
-from vmatrix.errors import InputError
+from vmatrix.errors import InputError, SpecError
 from vmatrix.orchestrator.canary import is_canary
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.recorded import Recorded, load_recorded
@@ -33,7 +33,9 @@ from vmatrix.orchestrator.runtimes.interface import Runtime
 from vmatrix.orchestrator.shrink.ddmin import ddmin
 from vmatrix.orchestrator.shrink.probe import PREDICATE, Prober, ProbeResult, wrong_keys
 from vmatrix.orchestrator.shrink.units import LEVELS, Unit, units
-from vmatrix.orchestrator.spec import Grading, Knobs, MatrixSpec, SpecError, Timeouts, load_spec, parse_spec
+from vmatrix.orchestrator.spec.knobs import Knobs
+from vmatrix.orchestrator.spec.matrix_file import MatrixSpec, Timeouts, load_spec, parse_spec
+from vmatrix.orchestrator.spec.workload import Grading
 from vmatrix.progress import StepReport
 
 __all__ = ["LEVELS", "ShrinkError", "shrink"]

@@ -30,7 +30,8 @@ from vmatrix.orchestrator.recorded import Recorded
 from vmatrix.orchestrator.run_cell import run_cell
 from vmatrix.orchestrator.runtimes.interface import Runtime
 from vmatrix.orchestrator.shrink.units import as_trace, subset
-from vmatrix.orchestrator.spec import Grading, Timeouts, WorkloadSpec
+from vmatrix.orchestrator.spec.matrix_file import Timeouts
+from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec
 from vmatrix.progress import StepReport
 
 PREDICATE = "verdict == corrupt"
