@@ -27,7 +27,8 @@ from sqlalchemy import select
 
 from vmatrix.db.models import Run
 from vmatrix.db.store import Store
-from vmatrix.jobs.grade import grade_transcripts, noise_floor
+from vmatrix.jobs.grade import grade_transcripts
+from vmatrix.jobs.noise import noise_floor
 from vmatrix.jobs.symptoms import acceptance
 from vmatrix.orchestrator.canary import excused_symptoms
 from vmatrix.orchestrator.grading import end_tokens_for, exercised, model_logit_scale

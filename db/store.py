@@ -45,7 +45,7 @@ from vmatrix.records import Layout, RequestRecord, Transcript
 if TYPE_CHECKING:
     from alembic.config import Config
 
-    from vmatrix.jobs.grade import NoiseFloor  # the grader (~50 ms to import) is not needed to read results
+    from vmatrix.jobs.noise import NoiseFloor  # the grader (~50 ms to import) is not needed to read results
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -461,6 +461,6 @@ class Store:
             ).first()
         if row is None:
             return None
-        from vmatrix.jobs.grade import NoiseFloor
+        from vmatrix.jobs.noise import NoiseFloor
 
         return NoiseFloor(row.requests, row.identical, row.flips, row.max_drift, row.max_flip_margin), row.run_id

@@ -34,13 +34,15 @@ margin when a control-vs-control repeat measured a larger one (:func:`noise_floo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from vmatrix.jobs import symptoms
+from vmatrix.jobs.divergence import RequestGrade, compare
+from vmatrix.jobs.noise import NoiseFloor, bf16_step, effective_tie_margin, scaled_tie_margin
 from vmatrix.jobs.shape_grade import Shaped, repeat_counts, repeats_line, shape_coverage, shape_findings, shape_recall
-from vmatrix.records import RequestRecord, Transcript, answer_span
+from vmatrix.records import Transcript
 
 # Drift on tokens both runs agree on, beyond this multiple of the noise floor (its
 # measured drift, or the tie margin at one bf16 step of the logit scale when the repeat
@@ -53,96 +55,12 @@ from vmatrix.records import RequestRecord, Transcript, answer_span
 # itself, so no floor a control repeat measures covers a changed GPU path; and in no
 # recorded run did drift alone catch a fault the answers missed (docs/GRADING.md).
 DRIFT_ENVELOPE = 1.5
-CONTINUATION_TOKENS = 8  # token ids kept on each side of a divergence, for evidence
 # A cell recalls worse than its control when the one-sided exact McNemar test says so at
 # this level: with no request the other way, 5 the control got right and the cell wrong
 # (p = 1/32), not 4 (p = 1/16). As vLLM's own hybrid prefix-cache test
 # (tests/v1/e2e/test_hybrid_mamba_prefix_cache_correctness.py): needle recall against an
 # APC-off control, failing only on more flips than a margin allows.
 RECALL_ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Divergence:
-    index: int  # first token where the two outputs differ
-    margin: float | None  # the control's top-1 minus top-2 logprob there
-    confident: bool  # differs where the control was not near a tie
-
-
-def first_divergence(
-    cell: Sequence[int], control: Sequence[int], margins: Sequence[float | None], tie_margin: float
-) -> Divergence | None:
-    """Where two greedy outputs first differ and whether that is beyond a tie; None if equal.
-
-    Shared by the grader and the replay's early abort, so both count the same thing.
-    """
-    index = next((i for i, (x, y) in enumerate(zip(cell, control)) if x != y), None)
-    if index is None and len(cell) != len(control):
-        index = min(len(cell), len(control))
-    if index is None:
-        return None
-    margin = margins[index] if index < len(margins) else None
-    # A cell that stopped short is not a tie: it had no token to flip.
-    tie = margin is not None and margin <= tie_margin and index < len(cell)
-    return Divergence(index, margin, not tie)
-
-
-@dataclass(frozen=True)
-class RequestGrade:
-    key: str
-    verdict: str  # identical | tie-flip | divergent | missing | skipped
-    session: str = ""
-    turn: int | None = None
-    index: int | None = None  # first divergent token
-    control_margin: float | None = None
-    # Largest |logprob difference| of the same token before the first divergence: how
-    # far the two runs' numerics drifted even where they agree (the noise floor).
-    drift: float = 0.0
-    drift_index: int | None = None
-    # Largest |difference| of the top-1/top-2 margin there: a confident model's chosen
-    # logprobs sit at ~0 whatever its state, its margins do not (evidence only: docs/GRADING.md).
-    margin_drift: float = 0.0
-    margin_drift_index: int | None = None
-    cell_tokens: tuple[int, ...] = ()
-    control_tokens: tuple[int, ...] = ()
-    cell_text: str = ""
-    control_text: str = ""
-    # Tokens compared: the control's answer (up to its end-of-turn token); None: all.
-    graded_tokens: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self) | {"cell_tokens": list(self.cell_tokens), "control_tokens": list(self.control_tokens)}
-
-
-def compare(cell: RequestRecord | None, control: RequestRecord, tie_margin: float = 0.0,
-            end_tokens: frozenset[int] = frozenset()) -> RequestGrade:
-    """One request of a cell against its control's, on the control's answer when
-    ``end_tokens`` say where it ends (:func:`vmatrix.records.answer_span`), else on all tokens."""
-    where = {"session": control.session, "turn": control.turn}
-    if cell is None or cell.error:
-        return RequestGrade(control.key, "missing", **where, cell_text=(cell.error or "") if cell else "not sent",
-                            control_text=control.text)
-    span = answer_span(control.token_ids, end_tokens)
-    where |= {"graded_tokens": span}
-    a, b = cell.token_ids[:span], control.token_ids[:span]
-    div = first_divergence(a, b, control.margins[:span], tie_margin)
-    same = len(a) if div is None else div.index
-    diffs = [abs(x - y) for x, y in zip(cell.logprobs[:same], control.logprobs[:same])]
-    drift = max(diffs, default=0.0)
-    drift_index = diffs.index(drift) if diffs and drift > 0 else None
-    gaps = [abs(x - y) if x is not None and y is not None else 0.0
-            for x, y in zip(cell.margins[:same], control.margins[:same])]
-    margin_drift = max(gaps, default=0.0)
-    moved = {"drift": drift, "drift_index": drift_index, "margin_drift": margin_drift,
-             "margin_drift_index": gaps.index(margin_drift) if gaps and margin_drift > 0 else None}
-    if div is None:
-        return RequestGrade(control.key, "identical", **where, **moved)
-    i = div.index
-    return RequestGrade(
-        control.key, "divergent" if div.confident else "tie-flip", **where, index=i, control_margin=div.margin,
-        **moved, cell_tokens=tuple(a[i:i + CONTINUATION_TOKENS]),
-        control_tokens=tuple(b[i:i + CONTINUATION_TOKENS]), cell_text=cell.text, control_text=control.text,
-    )
 
 
 # --- ground truth: how many answers are right, in the cell and in its control -------------
@@ -288,68 +206,6 @@ def coverage(cell: Transcript, exercised: Exercised, requests: int, block_tokens
 
 
 # --- the noise floor: the control against itself -------------------------------------------
-
-
-@dataclass(frozen=True)
-class NoiseFloor:
-    """How much two runs of the same control differ: what grading must not call a change."""
-
-    requests: int
-    identical: int
-    flips: int  # requests whose tokens differ at all
-    max_drift: float
-    max_flip_margin: float | None  # the control's largest margin at any of those differences
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def noise_floor(repeat: Transcript, control: Transcript, end_tokens: frozenset[int] = frozenset()) -> NoiseFloor:
-    """Compare a control's repeat with the control itself (:func:`repeatability`), every
-    difference counted: its largest control margin is the smallest tie margin under which
-    the repeat grades without a confident divergence. ``end_tokens``: measured on the
-    answers, as the cells are graded (:func:`compare`).
-    """
-    r = repeatability(repeat, control, end_tokens)
-    if r.missing:
-        raise ValueError("a control repeat with failed requests cannot measure a noise floor")
-    return NoiseFloor(r.requests, r.identical, r.diverged, r.drift_max, r.max_margin_at_divergence)
-
-
-BF16_SIGNIFICANT_BITS = 8  # 7 stored mantissa bits and the implicit leading one
-
-
-def bf16_step(x: float) -> float:
-    """The distance between adjacent bf16 values around ``x``: 2 ** (floor(log2 |x|) - 7).
-
-    bf16 keeps 8 significant bits, so values in [2**e, 2**(e+1)) are 2**(e-7) apart:
-    1/32 between 4 and 8, 1/16 between 8 and 16. 0 for 0 (and for inf or nan).
-    """
-    if x == 0 or not math.isfinite(x):
-        return 0.0
-    _, e = math.frexp(abs(x))  # |x| = m * 2**e with 0.5 <= m < 1, so floor(log2 |x|) = e - 1, exactly
-    return math.ldexp(1.0, e - 1 - (BF16_SIGNIFICANT_BITS - 1))
-
-
-def scaled_tie_margin(tie_margin: float, tie_steps: float, logit_scale: float | None) -> float:
-    """The configured margin, raised to ``tie_steps`` bf16 steps at ``logit_scale`` (the
-    model's largest top-1 logit magnitude) when that is known.
-
-    Margins are differences of logits, and each logit is rounded to bf16 at its own
-    magnitude: a confident model's top logits sit where one bf16 step is 1/16 or more,
-    so a fixed 0.04 would call two tokens one rounding apart a clear choice.
-    """
-    if logit_scale is None:
-        return tie_margin
-    return max(tie_margin, tie_steps * bf16_step(logit_scale))
-
-
-def effective_tie_margin(tie_margin: float, floor: NoiseFloor | None) -> float:
-    """The margin the grader uses: ``tie_margin`` (already scaled), raised to the measured
-    noise floor's largest flip margin."""
-    if floor is None or floor.max_flip_margin is None:
-        return tie_margin
-    return max(tie_margin, floor.max_flip_margin)
 
 
 # --- the cell ----------------------------------------------------------------------------------
@@ -547,43 +403,3 @@ def grade_transcripts(
     return "clean", matched, evidence
 
 
-@dataclass(frozen=True)
-class Repeatability:
-    """Two runs of the same stack compared: the noise floor of that stack on that host.
-
-    Nothing differs between the runs but the run itself, so every divergence here is
-    nondeterminism; the largest control margin at which one happened is the smallest
-    ``tie_margin`` that would grade this stack clean against itself.
-    """
-
-    requests: int
-    identical: int
-    diverged: int
-    missing: int
-    drift_median: float
-    drift_max: float
-    max_margin_at_divergence: float | None  # None: no divergence (or no margin recorded there)
-    first_index_median: float | None  # how deep into the continuation the runs part
-
-
-def repeatability(later: Transcript, earlier: Transcript, end_tokens: frozenset[int] = frozenset()) -> Repeatability:
-    grades = [compare(later.by_key().get(r.key), r, end_tokens=end_tokens) for r in earlier.requests]
-    diverged = [g for g in grades if g.verdict != "identical" and g.verdict != "missing"]
-    drifts = sorted(g.drift for g in grades if g.verdict != "missing")
-    margins = [g.control_margin for g in diverged if g.control_margin is not None]
-    firsts = sorted(g.index for g in diverged if g.index is not None)
-
-    def median(xs: list[Any]) -> float:
-        n = len(xs)
-        return float(xs[n // 2]) if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
-    return Repeatability(
-        requests=len(grades),
-        identical=sum(g.verdict == "identical" for g in grades),
-        diverged=len(diverged),
-        missing=sum(g.verdict == "missing" for g in grades),
-        drift_median=median(drifts) if drifts else 0.0,
-        drift_max=drifts[-1] if drifts else 0.0,
-        max_margin_at_divergence=max(margins) if margins else None,
-        first_index_median=median(firsts) if firsts else None,
-    )

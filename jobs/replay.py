@@ -44,7 +44,7 @@ from pathlib import Path
 
 import aiohttp
 
-from vmatrix.jobs.grade import first_divergence
+from vmatrix.jobs.divergence import first_divergence
 from vmatrix.jobs.metrics import delta, scrape
 from vmatrix.records import ControlReference, RequestRecord, Transcript
 from vmatrix.workload import Api, ReplayRequest, Workload

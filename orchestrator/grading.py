@@ -16,7 +16,8 @@ from pathlib import Path
 from vmatrix.cells import Cell, Grade, RunOutcome
 from vmatrix.db.models import Run
 from vmatrix.db.store import Store
-from vmatrix.jobs.grade import PREFIX_HITS, Exercised, NoiseFloor, grade_transcripts, noise_floor, scaled_tie_margin
+from vmatrix.jobs.grade import PREFIX_HITS, Exercised, grade_transcripts
+from vmatrix.jobs.noise import NoiseFloor, noise_floor, scaled_tie_margin
 from vmatrix.jobs.replay import model_end_tokens
 from vmatrix.jobs.shape_grade import Placed, Shaped
 from vmatrix.jobs.shapes import fragments

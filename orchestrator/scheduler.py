@@ -31,7 +31,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from vmatrix.cells import STATUSES, Cell, RunOutcome
 from vmatrix.db.store import Store
 from vmatrix.errors import SweepError
-from vmatrix.jobs.grade import effective_tie_margin, noise_floor
+from vmatrix.jobs.noise import effective_tie_margin, noise_floor
 from vmatrix.orchestrator.canary import SHIPPED, CanaryError, canary_dir, draft_ref, ensure_canary
 from vmatrix.orchestrator.geometry import violations
 from vmatrix.orchestrator.grading import (

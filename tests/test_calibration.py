@@ -18,7 +18,8 @@ from sqlalchemy import exc, text
 
 from vmatrix.cells import RunOutcome
 from vmatrix.db.store import Store
-from vmatrix.jobs.grade import effective_tie_margin, grade_transcripts, noise_floor
+from vmatrix.jobs.grade import grade_transcripts
+from vmatrix.jobs.noise import effective_tie_margin, noise_floor
 from vmatrix.jobs.replay import confidently_diverged
 from vmatrix.orchestrator.grading import calibrate, grade_cell, will_grade
 from vmatrix.orchestrator.matrix import expand

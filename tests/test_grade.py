@@ -338,7 +338,7 @@ def test_corrupt_comes_before_unexercised_and_unexercised_before_degraded() -> N
 # --- the tie margin at the logit scale (bf16 resolution) ---------------------------------
 
 def test_bf16_step() -> None:
-    from vmatrix.jobs.grade import bf16_step
+    from vmatrix.jobs.noise import bf16_step
 
     # 8 significant bits: values in [2**e, 2**(e+1)) are 2**(e-7) apart.
     assert bf16_step(8.0) == bf16_step(12.0) == bf16_step(15.99) == bf16_step(-12.0) == 1 / 16
@@ -348,7 +348,7 @@ def test_bf16_step() -> None:
 
 
 def test_the_tie_margin_is_raised_to_bf16_steps_at_the_logit_scale() -> None:
-    from vmatrix.jobs.grade import NoiseFloor, effective_tie_margin, scaled_tie_margin
+    from vmatrix.jobs.noise import NoiseFloor, effective_tie_margin, scaled_tie_margin
 
     assert scaled_tie_margin(0.04, 2, None) == 0.04  # no scale known: the configured margin
     assert scaled_tie_margin(0.04, 2, 12.0) == 0.125 and scaled_tie_margin(0.04, 2, 5.0) == 0.0625
@@ -420,7 +420,7 @@ def test_a_divergence_inside_the_answer_or_at_its_end_token_still_counts() -> No
 
 
 def test_drift_and_the_noise_floor_are_measured_on_the_answer_too() -> None:
-    from vmatrix.jobs.grade import noise_floor
+    from vmatrix.jobs.noise import noise_floor
 
     control = tx([1, 0, 3])
     repeat = tx([1, 0, 4])
@@ -463,7 +463,7 @@ def test_margin_drift_is_evidence_and_not_a_verdict() -> None:
     """Hand-built: every token the control's, the top-1/top-2 margins moved. A state scaled by
     0.5 moved them 0.94 on the CPU engine, healthy cells on an H200 0.44-0.81 (docs/GRADING.md,
     docs/GPU.md): no envelope separates them, so the move is reported and not graded."""
-    from vmatrix.jobs.grade import NoiseFloor
+    from vmatrix.jobs.noise import NoiseFloor
 
     cell = tx([1, 2, 3])
     cell.requests[0].margins = [1.5, 0.56, 1.5]

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from vmatrix.cells import RunOutcome
 from vmatrix.db.store import Store
-from vmatrix.jobs.grade import repeatability
+from vmatrix.jobs.noise import repeatability
 from vmatrix.orchestrator.cli import app
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec

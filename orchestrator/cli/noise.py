@@ -24,7 +24,7 @@ def results_noise(
 ) -> None:
     """Compare the latest two runs of every cell that ran twice: the noise floor."""
     from vmatrix.db.queries import knob_text, repeated_cells
-    from vmatrix.jobs.grade import repeatability
+    from vmatrix.jobs.noise import repeatability
     from vmatrix.records import Transcript
 
     if fmt not in ("text", "json"):

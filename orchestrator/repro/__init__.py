@@ -20,7 +20,7 @@ from typing import Any
 
 from vmatrix.cells import Cell
 from vmatrix.errors import NotFoundError
-from vmatrix.jobs.grade import scaled_tie_margin
+from vmatrix.jobs.noise import scaled_tie_margin
 from vmatrix.jobs.replay import SAMPLING
 from vmatrix.orchestrator.canary import canary_dir, draft_dir, is_canary, logit_scale
 from vmatrix.orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
