@@ -51,7 +51,8 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vmatrix.jobs.replay import client_session, replay, send
-from vmatrix.jobs.traces import synth_trace, trace_to_workload
+from vmatrix.jobs.trace_synth import synth_trace
+from vmatrix.jobs.traces import trace_to_workload
 from vmatrix.workload import ReplayRequest, Workload
 
 ROOT = Path(__file__).resolve().parent.parent

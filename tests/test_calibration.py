@@ -119,7 +119,8 @@ def test_grade_cell_tells_the_grader_what_the_cell_exercised(tmp_path: Path, rec
     """Recorded prefix-caching run of the stock engine: clean with its hits counted;
     the same run with the hit counters taken out (by hand) is unexercised."""
     from vmatrix.jobs.grade import Exercised
-    from vmatrix.jobs.traces import save_trace, synth_trace
+    from vmatrix.jobs.trace_synth import synth_trace
+    from vmatrix.jobs.traces import save_trace
     from vmatrix.orchestrator.grading import exercised
 
     matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "")

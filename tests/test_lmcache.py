@@ -15,7 +15,8 @@ import yaml
 from vmatrix.db.queries import lookup_table, render_table
 from vmatrix.db.store import Store
 from vmatrix.errors import SpecError
-from vmatrix.jobs.traces import save_trace, synth_trace
+from vmatrix.jobs.trace_synth import synth_trace
+from vmatrix.jobs.traces import save_trace
 from vmatrix.jobs.workload import workload_digest
 from vmatrix.orchestrator import lmcache
 from vmatrix.orchestrator.engine_args import engine_argv

@@ -23,7 +23,8 @@ import pytest
 import ray
 
 from vmatrix.db.store import Store
-from vmatrix.jobs.traces import save_trace, synth_trace
+from vmatrix.jobs.trace_synth import synth_trace
+from vmatrix.jobs.traces import save_trace
 from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.scheduler import run_sweep
 from vmatrix.orchestrator.spec.matrix_file import parse_spec

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from vmatrix.images.canary import corpus
 from vmatrix.jobs.importers import import_openai, import_sharegpt, import_vllm_custom, segment_turns
+from vmatrix.jobs.trace_synth import synth_trace
 from vmatrix.jobs.traces import (
     Phase,
     Schedule,
@@ -28,7 +29,6 @@ from vmatrix.jobs.traces import (
     load_trace,
     request_messages,
     save_trace,
-    synth_trace,
     trace_digest,
     trace_to_workload,
 )

@@ -15,15 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from vmatrix.jobs.traces import (
-    MIX_KINDS,
-    Trace,
-    load_trace,
-    request_messages,
-    save_trace,
-    synth_trace,
-    trace_digest,
-)
+from vmatrix.jobs.trace_synth import MIX_KINDS, synth_trace
+from vmatrix.jobs.traces import Trace, load_trace, request_messages, save_trace, trace_digest
 from vmatrix.orchestrator.cli.common import Commands, console, err, fail
 
 traces_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Agent-session traces: synthesize, import, inspect.")
