@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vmatrix.jobs.shapes import where
+from vmatrix.jobs.shape_text import where
 from vmatrix.records import RequestRecord, Transcript
 from vmatrix.workload import Claim
 

@@ -17,7 +17,8 @@ import pytest
 
 from vmatrix.errors import SpecError
 from vmatrix.images.canary import corpus
-from vmatrix.jobs.shapes import LAYOUT_VERSION, canary_tokens, count, fragments, line_spans, where
+from vmatrix.jobs.shape_text import canary_tokens, count, line_spans, where
+from vmatrix.jobs.shapes import LAYOUT_VERSION, fragments
 from vmatrix.jobs.workload import build_workload, workload_digest
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.orchestrator.spec.workload import WorkloadSpec
