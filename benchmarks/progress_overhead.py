@@ -4,7 +4,7 @@
     python benchmarks/progress_overhead.py --write    # also append the table to docs/BENCHMARKS.md
 
 Progress travels from a cell's Ray task to the driver as fire-and-forget calls on the
-sweep's board actor (orchestrator/scheduler.py), thinned at the source by
+sweep's board actor (orchestrator/sweep/scheduler.py), thinned at the source by
 vmatrix.progress.Throttle. Measured here, on a real local Ray and a loopback stub
 (benchmarks/stub_stream_server.py, NOT an engine: it answers at once, so the client's
 own cost is what shows):

@@ -31,11 +31,11 @@ from pathlib import Path
 from vmatrix.cells import Cell
 from vmatrix.db.store import Store
 from vmatrix.jobs.workload import build_workload
-from vmatrix.orchestrator.grading import end_tokens_for
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.orchestrator.spec.workload import WorkloadSpec
+from vmatrix.orchestrator.sweep.grading import end_tokens_for
+from vmatrix.orchestrator.sweep.scheduler import run_sweep
 from vmatrix.records import RequestRecord, answer_span
 
 # patch -> (its --additional-config key, the degrees measured, the harmless one)

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from vmatrix.db.store import Store
 from vmatrix.errors import EnvBuildError
-from vmatrix.orchestrator.matrix import expand
 from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
-from vmatrix.orchestrator.scheduler import prepare_model, run_sweep
 from vmatrix.orchestrator.spec.matrix_file import load_spec
+from vmatrix.orchestrator.sweep.scheduler import prepare_model, run_sweep
 
 
 def main() -> None:

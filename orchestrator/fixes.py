@@ -4,10 +4,10 @@
 recorded with (its newest run's sweep keeps the file's text), gives that matrix one
 engine per candidate (the cell's own engine: its release, its patches, then the
 candidate's; with ``--together`` one more engine with every candidate), expands each
-with :func:`orchestrator.matrix.expand` and keeps the cell of the same knobs and
+with :func:`orchestrator.plan.matrix.expand` and keeps the cell of the same knobs and
 workload. Every candidate's cell is graded against the cell's own control (the same
 control run, not one of the patched engine: a fix must answer as the reference does),
-and :func:`orchestrator.scheduler.run_sweep` runs them as one sweep named
+and :func:`orchestrator.sweep.scheduler.run_sweep` runs them as one sweep named
 ``fixes:<matrix>``. So each candidate's result is an ordinary recorded cell (its id hashes
 the patched recipe): the same command again reuses it, and the workload's repeats
 (``repeat: N`` on a race) are the cell's own.
@@ -34,7 +34,7 @@ from vmatrix.cells import Cell
 from vmatrix.db.store import FixesRecord, Store
 from vmatrix.errors import InputError, NotFoundError, SpecError
 from vmatrix.images.recipe import patches_dir
-from vmatrix.orchestrator.matrix import Plan, expand
+from vmatrix.orchestrator.plan.matrix import Plan, expand
 from vmatrix.orchestrator.spec.engines import EngineSpec, PatchEntry, is_patch_folder
 from vmatrix.orchestrator.spec.matrix_file import MatrixSpec, anchor_paths, parse_spec
 
@@ -259,8 +259,8 @@ def find_fixes(store: Store, cell_prefix: str, candidate_texts: list[str], log_d
                any_verdict: bool = False) -> FixesResult:
     """Run CELL with each candidate (and all together), grade each against the cell's control,
     store the table and its answer. ``listener(label, phase)`` hears each cell's phases."""
-    from vmatrix.orchestrator.scheduler import SweepError
-    from vmatrix.orchestrator.scheduler import run_sweep as default_run_sweep
+    from vmatrix.orchestrator.sweep.scheduler import SweepError
+    from vmatrix.orchestrator.sweep.scheduler import run_sweep as default_run_sweep
 
     t0 = time.monotonic()
     say = listener or (lambda label, phase: None)
@@ -316,7 +316,7 @@ def _grade_against(store: Store, spec: MatrixSpec, cell: Cell, sweep_id: int) ->
     """Make sure the candidate's newest run is graded against the cell's control: a run an
     earlier sweep recorded (the same patched engine in a matrix of its own) was graded
     against that engine's control, so it is graded again, appended."""
-    from vmatrix.orchestrator.grading import regrade_run
+    from vmatrix.orchestrator.sweep.grading import regrade_run
 
     run = store.latest_run(cell.id)
     if run is None or run.status != "ok":

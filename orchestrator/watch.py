@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from vmatrix.cells import Cell, Direction, direction
-from vmatrix.orchestrator.matrix import Plan, describe_knobs, engine_recipes, expand
-from vmatrix.orchestrator.release_ranges import RangeChoice, load_matrix
+from vmatrix.orchestrator.plan.matrix import Plan, describe_knobs, engine_recipes, expand
+from vmatrix.orchestrator.plan.release_ranges import RangeChoice, load_matrix
 from vmatrix.orchestrator.spec.engines import EngineSpec
 from vmatrix.orchestrator.spec.matrix_file import MatrixSpec
 

@@ -189,10 +189,10 @@ def e2e_sweep(tmp_path_factory: pytest.TempPathFactory):
 
     from vmatrix.db.store import Store
     from vmatrix.images.recipe import patches_dir
-    from vmatrix.orchestrator.matrix import expand
     from vmatrix.orchestrator.paths import cache_dir
-    from vmatrix.orchestrator.scheduler import run_sweep
+    from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
+    from vmatrix.orchestrator.sweep.scheduler import run_sweep
     from vmatrix.progress import Step
 
     tmp = tmp_path_factory.mktemp("e2e")
@@ -260,8 +260,7 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from vmatrix.cells import ModelRef
     from vmatrix.jobs import workload
-    from vmatrix.orchestrator import matrix
-
+    from vmatrix.orchestrator.plan import matrix
     build = workload.build_workload
 
     def without_expectations(spec):  # type: ignore[no-untyped-def]
@@ -284,4 +283,4 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
     current = matrix.model_ref
     old = ModelRef(path="/canaries/tiny-qwen3next-33755f815644", name="canary:tiny-qwen3next",
                    digest="33755f815644922eedae737304c8675b8419ce57525f36ee85bb7d042a8d4156")
-    monkeypatch.setattr("vmatrix.orchestrator.matrix.model_ref", lambda spec: old if spec.canary == "tiny-qwen3next" else current(spec))
+    monkeypatch.setattr("vmatrix.orchestrator.plan.matrix.model_ref", lambda spec: old if spec.canary == "tiny-qwen3next" else current(spec))

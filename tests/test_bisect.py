@@ -44,10 +44,10 @@ from vmatrix.orchestrator.bisect.releases import release_candidates
 from vmatrix.orchestrator.bisect.search import max_steps, pick, search
 from vmatrix.orchestrator.bisect.selector import parse_selector, select_cells
 from vmatrix.orchestrator.cli.common import error_line
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.scheduler import SweepResult
-from vmatrix.orchestrator.scheduler import run_sweep as real_run_sweep
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.sweep.scheduler import SweepResult
+from vmatrix.orchestrator.sweep.scheduler import run_sweep as real_run_sweep
 from vmatrix.recipe import EngineRecipe
 from vmatrix.records import RequestRecord, Transcript
 
@@ -615,7 +615,7 @@ def cli() -> typer.Typer:
 def test_cli_bad_input_is_one_error_line_and_exit_2(setup, monkeypatch: pytest.MonkeyPatch, args: list[str],
                                                     message: str) -> None:
     req, *_ = setup
-    monkeypatch.setattr("vmatrix.orchestrator.versions.releases", lambda dist, pre=False: list(RELEASES))
+    monkeypatch.setattr("vmatrix.orchestrator.stack.versions.releases", lambda dist, pre=False: list(RELEASES))
     argv = ["bisect", "--matrix", str(req.matrix), "--db", str(req.matrix.with_suffix(".db"))]
     if "--cell" not in args:
         argv += ["--cell", req.cell]

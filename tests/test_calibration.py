@@ -21,11 +21,11 @@ from vmatrix.db.store import Store
 from vmatrix.jobs.grade import grade_transcripts
 from vmatrix.jobs.noise import effective_tie_margin, noise_floor
 from vmatrix.jobs.replay import confidently_diverged
-from vmatrix.orchestrator.grading import calibrate, grade_cell, will_grade
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.scheduler import control_reference, run_sweep
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.orchestrator.spec.workload import Grading
+from vmatrix.orchestrator.sweep.grading import calibrate, grade_cell, will_grade
+from vmatrix.orchestrator.sweep.scheduler import control_reference, run_sweep
 from vmatrix.records import ControlReference, Transcript
 
 Runs = dict[str, Transcript]  # the conftest fixture `recorded_runs`
@@ -121,7 +121,7 @@ def test_grade_cell_tells_the_grader_what_the_cell_exercised(tmp_path: Path, rec
     from vmatrix.jobs.grade import Exercised
     from vmatrix.jobs.trace_synth import synth_trace
     from vmatrix.jobs.traces import save_trace
-    from vmatrix.orchestrator.grading import exercised
+    from vmatrix.orchestrator.sweep.grading import exercised
 
     matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "")
     plan = expand(parse_spec(matrix, "cov.yaml"), "cov.yaml")
@@ -178,13 +178,13 @@ def test_the_logit_scale_reaches_grade_cell_and_the_early_abort(tmp_path: Path, 
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The canary's recorded scale (its folder's vmatrix-canary.json, written by hand here)
     or grading.logit_scale raise the margin, for the grade and for the replay's early abort."""
-    from vmatrix.orchestrator.canary import canary_dir
-    from vmatrix.orchestrator.grading import tie_margin_for
-    from vmatrix.orchestrator.scheduler import reference_for
+    from vmatrix.orchestrator.canary.resolve import canary_dir
+    from vmatrix.orchestrator.sweep.grading import tie_margin_for
+    from vmatrix.orchestrator.sweep.scheduler import reference_for
 
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
     # Not the shipped canary (its folder is the repository's): one built "here", in tmp.
-    monkeypatch.setattr("vmatrix.orchestrator.canary.SHIPPED", tmp_path / "shipped")
+    monkeypatch.setattr("vmatrix.orchestrator.canary.resolve.SHIPPED", tmp_path / "shipped")
     matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "grading: {tie_margin: 0.01}\n")
     plan = expand(parse_spec(matrix, "s.yaml"), "s.yaml")
     control, cell = plan.cells

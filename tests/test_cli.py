@@ -25,7 +25,7 @@ def test_plan_with_db_shows_what_is_recorded_and_creates_no_results_file(tmp_pat
 
     from vmatrix.cells import Grade, RunOutcome
     from vmatrix.db.store import Store
-    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import load_spec
     from vmatrix.records import Transcript
 
@@ -55,7 +55,7 @@ def test_results_ls_reads_at_80_columns(tmp_path: Path) -> None:
 
     from vmatrix.cells import Grade, RunOutcome
     from vmatrix.db.store import Store
-    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import load_spec
     from vmatrix.records import Transcript
 

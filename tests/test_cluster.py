@@ -214,7 +214,7 @@ def _local_grades(e2e_sweep, plan) -> dict[str, tuple[str, str, str | None]]:
     """cell id -> (status, verdict, signature) of the local runtime's run of each of ``plan``'s
     cells, graded with ``plan``'s grading (the e2e sweep's own calibrates; nothing is recorded)."""
     from vmatrix.cells import RunOutcome
-    from vmatrix.orchestrator.grading import grade_cell
+    from vmatrix.orchestrator.sweep.grading import grade_cell
 
     local_plan, store, *_ = e2e_sweep
     local = {c.id: c for c in local_plan.cells}
@@ -237,7 +237,7 @@ def _local_grades(e2e_sweep, plan) -> dict[str, tuple[str, str, str | None]]:
 def test_quickstart_through_the_head_matches_the_local_runtime_and_survives_a_lost_worker(
         e2e_sweep, cluster, tmp_path: Path) -> None:
     from vmatrix.db.store import Store
-    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import load_spec, parse_spec
 
     compose, env, _, workers = cluster

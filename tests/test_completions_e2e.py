@@ -18,14 +18,14 @@ import pytest
 
 from vmatrix.jobs.replay import replay
 from vmatrix.jobs.workload import build_workload
-from vmatrix.orchestrator.canary import ensure_canary
-from vmatrix.orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
-from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.canary.resolve import ensure_canary
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.runtimes.engine import free_port
 from vmatrix.orchestrator.runtimes.processes import EngineProcess, group_pids
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.orchestrator.spec.workload import WorkloadSpec
+from vmatrix.orchestrator.stack.engine_args import SERVED_NAME, engine_argv, engine_env
 
 pytestmark = pytest.mark.engine
 

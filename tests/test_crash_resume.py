@@ -30,7 +30,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from vmatrix.orchestrator.runtimes.engine import CELL_ENV
-from vmatrix.orchestrator.scheduler import FINAL
+from vmatrix.orchestrator.sweep.scheduler import FINAL
 
 pytestmark = pytest.mark.engine
 

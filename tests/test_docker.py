@@ -90,9 +90,9 @@ def test_reaper_removes_containers_of_dead_owners_only(base_image: str) -> None:
 @pytest.fixture(scope="module")
 def docker_sweep(base_image: str, tmp_path_factory: pytest.TempPathFactory):
     from vmatrix.db.store import Store
-    from vmatrix.orchestrator.matrix import expand
-    from vmatrix.orchestrator.scheduler import run_sweep
+    from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
+    from vmatrix.orchestrator.sweep.scheduler import run_sweep
 
     tmp = tmp_path_factory.mktemp("docker")
     mp = pytest.MonkeyPatch()

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from vmatrix.errors import CanaryError, SpecError
-from vmatrix.orchestrator.canary import DRAFTERS, SHIPPED, canary_dir, canary_recipe, draft_dir, model_ref
-from vmatrix.orchestrator.engine_args import engine_argv
-from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.canary.resolve import DRAFTERS, SHIPPED, canary_dir, canary_recipe, draft_dir, model_ref
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.engines import ModelSpec
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.stack.engine_args import engine_argv
 from vmatrix.recipe import EngineRecipe
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vmatrix.orchestrator.engine_args import engine_argv, engine_env
 from vmatrix.orchestrator.spec.knobs import Knobs
+from vmatrix.orchestrator.stack.engine_args import engine_argv, engine_env
 from vmatrix.recipe import EngineRecipe
 
 PY = Path("/venv/bin/python")

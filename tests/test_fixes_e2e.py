@@ -33,9 +33,9 @@ from typer.testing import CliRunner
 from vmatrix.db.store import Store
 from vmatrix.images.recipe import patches_dir
 from vmatrix.orchestrator.cli import app
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import load_spec
+from vmatrix.orchestrator.sweep.scheduler import run_sweep
 
 pytestmark = pytest.mark.engine
 

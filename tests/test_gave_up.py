@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_port_race import ScriptRuntime, _cell
-from vmatrix.orchestrator import run_cell as run_cell_mod
-from vmatrix.orchestrator.run_cell import run_cell
 from vmatrix.orchestrator.spec.matrix_file import Timeouts
+from vmatrix.orchestrator.sweep import run_cell as run_cell_mod
+from vmatrix.orchestrator.sweep.run_cell import run_cell
 
 LINES = [
     ("(Worker pid=30036) ERROR 12-02 03:10:31 [multiproc_executor.py:1018] AssertionError: LMCache chunk size should be a "

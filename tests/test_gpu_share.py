@@ -29,15 +29,15 @@ from vmatrix.cells import Cell, ModelRef
 from vmatrix.errors import SpecError
 from vmatrix.images.gpu_gate import FOLDER
 from vmatrix.images.gpu_gate.vmatrix_gpu_gate import ENV
-from vmatrix.orchestrator.engine_args import engine_argv
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.run_cell import engine_start, gpu_ids_for, run_cell
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.runtimes.gpu_share import GpuGate, does_not_fit, flock_holders, profiling_collision
 from vmatrix.orchestrator.runtimes.interface import EngineStart
 from vmatrix.orchestrator.runtimes.local import LocalRuntime
 from vmatrix.orchestrator.runtimes.processes import EngineProcess
-from vmatrix.orchestrator.scheduler import _start_local_ray, task_options
 from vmatrix.orchestrator.spec.matrix_file import Resources, Timeouts, parse_spec
+from vmatrix.orchestrator.stack.engine_args import engine_argv
+from vmatrix.orchestrator.sweep.run_cell import engine_start, gpu_ids_for, run_cell
+from vmatrix.orchestrator.sweep.scheduler import _start_local_ray, task_options
 from vmatrix.recipe import EngineRecipe
 
 MATRIX = """\

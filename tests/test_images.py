@@ -9,8 +9,8 @@ import pytest
 from vmatrix.errors import SpecError
 from vmatrix.images.build import ImageBuildError, ImageOptions, render
 from vmatrix.images.recipe import patch_set_digest
-from vmatrix.orchestrator.engine_args import engine_argv
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.stack.engine_args import engine_argv
 from vmatrix.recipe import EngineRecipe
 
 BASE = ImageOptions(base="vmatrix/base:bookworm", wheelhouse=(), ca_bundle="")

@@ -18,14 +18,14 @@ from vmatrix.errors import SpecError
 from vmatrix.jobs.trace_synth import synth_trace
 from vmatrix.jobs.traces import save_trace
 from vmatrix.jobs.workload import workload_digest
-from vmatrix.orchestrator import lmcache
-from vmatrix.orchestrator.engine_args import engine_argv
-from vmatrix.orchestrator.geometry import violations
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.knobs import Knobs
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.orchestrator.spec.workload import WorkloadSpec
+from vmatrix.orchestrator.stack import lmcache
+from vmatrix.orchestrator.stack.engine_args import engine_argv
+from vmatrix.orchestrator.stack.geometry import violations
+from vmatrix.orchestrator.sweep.scheduler import run_sweep
 from vmatrix.recipe import EngineRecipe
 
 BASE = """\
@@ -180,7 +180,7 @@ def test_invalid_cells_are_recorded_without_an_engine(tmp_path: Path) -> None:
     bad = [c for c in p.cells if not c.is_control]
     store = Store.open(tmp_path / "r.db")
     sweep = store.create_sweep("t", "t.yaml", INVALID)
-    from vmatrix.orchestrator.matrix import Plan
+    from vmatrix.orchestrator.plan.matrix import Plan
 
     result = run_sweep(Plan(spec=p.spec, cells=bad), store, sweep, tmp_path / "logs")
     assert result.ran == [bad[0].id]

@@ -25,9 +25,9 @@ import ray
 from vmatrix.db.store import Store
 from vmatrix.jobs.trace_synth import synth_trace
 from vmatrix.jobs.traces import save_trace
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.sweep.scheduler import run_sweep
 
 # Five engine starts; on a 2-core host shared with other engines one start took up to
 # 14 minutes, so the module may need more than the suite's 30-minute default.

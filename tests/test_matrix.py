@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vmatrix.errors import SpecError
-from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 
 BASE = """\

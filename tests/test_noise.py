@@ -13,7 +13,7 @@ from vmatrix.cells import RunOutcome
 from vmatrix.db.store import Store
 from vmatrix.jobs.noise import repeatability
 from vmatrix.orchestrator.cli import app
-from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.records import RequestRecord, Transcript
 

@@ -16,7 +16,7 @@ import pytest
 
 from vmatrix.errors import EnvBuildError, ImageBuildError, PatchSetError, SpecError
 from vmatrix.images.recipe import patch_set_digest, recipe_patches, set_variants
-from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import load_spec
 from vmatrix.recipe import EngineRecipe
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from vmatrix.errors import EnvBuildError, SpecError
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.patch_sources import failure_reason
 from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.plan.matrix import expand
+from vmatrix.orchestrator.plan.patch_sources import failure_reason
 from vmatrix.orchestrator.runtimes.venvs import _apply_patches
 from vmatrix.orchestrator.spec.matrix_file import load_spec
 
@@ -244,7 +244,7 @@ def test_an_engine_with_a_patch_list_can_be_bisected(tmp_path: Path) -> None:
 def test_a_git_diff_keeps_its_new_and_deleted_target_files_and_drops_the_rest(tmp_path: Path) -> None:
     import subprocess
 
-    from vmatrix.orchestrator.patch_sources import for_target
+    from vmatrix.orchestrator.plan.patch_sources import for_target
 
     # A real `git diff` of a PR-shaped change: a new module, a deleted one, a test, a doc.
     repo = tmp_path / "repo"

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from vmatrix.cells import Cell, ModelRef
-from vmatrix.orchestrator.run_cell import port_race, run_cell
 from vmatrix.orchestrator.runtimes.interface import EngineStart
 from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.spec.matrix_file import Timeouts
+from vmatrix.orchestrator.sweep.run_cell import port_race, run_cell
 from vmatrix.recipe import EngineRecipe
 
 RACE = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "

@@ -28,7 +28,7 @@ from vmatrix.jobs.replay import replay
 from vmatrix.orchestrator.cli.sweep_view import SweepView
 from vmatrix.orchestrator.runtimes.phases import LogFollower, engine_phase
 from vmatrix.orchestrator.runtimes.venvs import _EnvSteps, _run, _uv
-from vmatrix.orchestrator.scheduler import canary_step
+from vmatrix.orchestrator.sweep.scheduler import canary_step
 from vmatrix.progress import CANARY, ENGINE, ENV, IMAGE, REPLAY, Step, Throttle
 
 DATA = Path(__file__).parent / "data"

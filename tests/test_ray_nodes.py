@@ -28,9 +28,9 @@ import ray
 from ray.cluster_utils import Cluster
 
 from vmatrix.db.store import Store
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.scheduler import run_sweep
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.sweep.scheduler import run_sweep
 
 pytestmark = pytest.mark.engine
 

@@ -9,7 +9,7 @@ import pytest
 from vmatrix.cells import Cell
 from vmatrix.errors import EnvBuildError
 from vmatrix.images.recipe import requirements, wheel_path
-from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.orchestrator.spec.matrix_file import load_spec
 from vmatrix.recipe import EngineRecipe

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from vmatrix.cells import Grade, RunOutcome
 from vmatrix.db.store import Store
-from vmatrix.orchestrator.grading import grade_waiting
-from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.sweep.grading import grade_waiting
 from vmatrix.records import RequestRecord, Transcript
 
 MATRIX = """\

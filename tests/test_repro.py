@@ -25,9 +25,9 @@ from tests.recorded_dbs import unpacked
 from vmatrix.db.store import Store
 from vmatrix.jobs.replay import SAMPLING
 from vmatrix.orchestrator.cli import app
-from vmatrix.orchestrator.engine_args import engine_argv
 from vmatrix.orchestrator.recorded import load_recorded
 from vmatrix.orchestrator.repro import engine_flags
+from vmatrix.orchestrator.stack.engine_args import engine_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED_DB = unpacked("cold-race-cpu-f32-repeats-2026-12-03.db")

@@ -106,7 +106,7 @@ def test_crashed_run_shows_its_signature_as_the_reason(tmp_path: Path) -> None:
 
     from vmatrix.cells import Grade, RunOutcome
     from vmatrix.db.store import Store
-    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import load_spec
 
     quickstart = Path(__file__).parent.parent / "examples" / "quickstart.yaml"

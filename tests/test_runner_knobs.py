@@ -10,10 +10,10 @@ import pytest
 from packaging.version import Version
 
 from vmatrix.errors import SpecError
-from vmatrix.orchestrator.engine_args import engine_argv, engine_env
-from vmatrix.orchestrator.geometry import MODEL_RUNNER_SINCE, violations
 from vmatrix.orchestrator.spec.knobs import Knobs
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.stack.engine_args import engine_argv, engine_env
+from vmatrix.orchestrator.stack.geometry import MODEL_RUNNER_SINCE, violations
 from vmatrix.recipe import EngineRecipe
 
 PY = Path("/venv/bin/python")

@@ -149,7 +149,7 @@ def test_prompts_of_another_length_than_laid_out_are_a_gap() -> None:
 
 
 def test_a_cell_laid_out_on_another_block_than_its_control_is_not_graded_against_it() -> None:
-    from vmatrix.orchestrator.grading import layout_mismatch
+    from vmatrix.orchestrator.sweep.grading import layout_mismatch
     from vmatrix.records import Layout
 
     mine, theirs = _run(), _run()
@@ -165,7 +165,7 @@ def test_hits_are_counted_per_shape_for_the_45238_finding() -> None:
     """Constructed runs: with speculative decoding the cold race hits nothing, without it 16
     resends hit; the other shapes hit in both."""
     from vmatrix.cells import Cell, ModelRef
-    from vmatrix.orchestrator.grading import _hits_by_place
+    from vmatrix.orchestrator.sweep.grading import _hits_by_place
 
     spec_on, spec_off = _run(), _run()
     for r in spec_on.requests:

@@ -205,7 +205,7 @@ def test_the_engines_template_and_the_shipped_tokenizer_make_exactly_these_token
     """What the positions rest on: the engine renders each message list with the canary's own
     chat template (its jinja, as vLLM does) and the shipped tokenizer splits the result into
     exactly ``canary_tokens`` of the text the layout counted, for every shaped request."""
-    from vmatrix.orchestrator.canary import SHIPPED
+    from vmatrix.orchestrator.canary.resolve import SHIPPED
 
     requests = [r for block in BLOCKS for r in _workload(block).requests]
     (tmp_path / "requests.json").write_text(json.dumps([[list(m) for m in r.messages] for r in requests]))
@@ -228,7 +228,7 @@ def test_the_engines_template_and_the_shipped_tokenizer_make_exactly_these_token
 
 def test_the_layout_is_the_block_the_engine_says_else_an_explicit_one_else_a_guess(tmp_path: Path) -> None:
     from vmatrix.jobs.workload import GUESSED_BLOCK
-    from vmatrix.orchestrator.run_cell import engine_layout
+    from vmatrix.orchestrator.sweep.run_cell import engine_layout
 
     log = tmp_path / "engine.log"
     log.write_text("(Worker pid=9) INFO [interface.py:989] Setting attention block size to 384 tokens to ensure ...\n"

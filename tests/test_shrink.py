@@ -29,7 +29,7 @@ from vmatrix.db.queries import show_cell
 from vmatrix.db.store import Store
 from vmatrix.jobs.traces import load_trace, trace_to_workload
 from vmatrix.orchestrator.cli import app
-from vmatrix.orchestrator.matrix import expand
+from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.recorded import load_recorded
 from vmatrix.orchestrator.runtimes.interface import EngineStart
 from vmatrix.orchestrator.runtimes.processes import EngineProcess

@@ -8,7 +8,7 @@ import pytest
 
 from vmatrix.errors import SpecError
 from vmatrix.orchestrator.spec.matrix_file import load_spec, parse_spec
-from vmatrix.orchestrator.versions import releases
+from vmatrix.orchestrator.stack.versions import releases
 
 GOOD = """\
 name: q

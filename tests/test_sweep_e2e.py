@@ -269,8 +269,8 @@ def test_lookup_table_is_filled_by_data(sweep) -> None:
 def test_startup_timeout_is_recorded_and_the_engine_torn_down(sweep, tmp_path: Path) -> None:
     """A real engine that cannot be ready in 3 s: outcome timeout, process group gone."""
     plan = sweep[0]
-    from vmatrix.orchestrator.run_cell import run_cell
     from vmatrix.orchestrator.spec.matrix_file import Timeouts
+    from vmatrix.orchestrator.sweep.run_cell import run_cell
 
     outcome = run_cell(plan.controls[0], tmp_path, Timeouts(startup_s=3, replay_s=60))
     assert outcome.status == "timeout" and "not ready after 3 s" in outcome.message
@@ -308,9 +308,9 @@ def restored_sweep(tmp_path_factory: pytest.TempPathFactory):
     """(plan, store, sweep) of RESTORED_MATRIX; its sets are found in images/patches."""
     import ray
 
-    from vmatrix.orchestrator.matrix import expand
-    from vmatrix.orchestrator.scheduler import run_sweep
+    from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
+    from vmatrix.orchestrator.sweep.scheduler import run_sweep
 
     tmp = tmp_path_factory.mktemp("e2e-restored")
     plan = expand(parse_spec(RESTORED_MATRIX, "e2e-restored.yaml"), "e2e-restored.yaml")

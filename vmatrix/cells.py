@@ -17,7 +17,7 @@ from vmatrix.records import Transcript
 
 __all__ = ["LEGACY_VERDICTS", "RANK", "STATUSES", "VERDICTS", "Cell", "Direction", "Grade", "ModelRef", "RunOutcome", "digest", "direction"]
 
-# invalid: the knobs break a geometry rule (orchestrator/geometry.py); no engine was started.
+# invalid: the knobs break a geometry rule (orchestrator/stack/geometry.py); no engine was started.
 Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
 # Stored grades may still say "divergent", the old name of "corrupt"; they read back as
 # "corrupt" (db.models.VerdictName).

@@ -2,7 +2,7 @@
 
 For a candidate engine version the matrix is narrowed to one engine of that version and
 to the one selected cell (plus the control it is graded against), and
-:func:`orchestrator.scheduler.run_sweep` runs it. So every step is recorded in the
+:func:`orchestrator.sweep.scheduler.run_sweep` runs it. So every step is recorded in the
 results database like any sweep cell, and because ``run_sweep`` skips cells that
 already have a result, re-running a bisect (after an interrupt, or with another
 predicate) and later sweeps reuse those steps.
@@ -76,8 +76,8 @@ class SweepEvaluator:
         run_sweep: Callable[..., Any] | None = None,
         ensure_env: Callable[..., Any] | None = None,
     ) -> None:
-        from vmatrix.orchestrator import scheduler
         from vmatrix.orchestrator.runtimes import venvs
+        from vmatrix.orchestrator.sweep import scheduler
 
         self.spec = spec
         self.engine = engine
@@ -126,8 +126,8 @@ class SweepEvaluator:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __call__(self, candidates: list[str]) -> list[Observation]:
-        from vmatrix.orchestrator.matrix import Plan
-        from vmatrix.orchestrator.scheduler import SweepError
+        from vmatrix.orchestrator.plan.matrix import Plan
+        from vmatrix.orchestrator.sweep.scheduler import SweepError
 
         pairs = {cand: self.cells_for(cand) for cand in candidates}
         controls = [ctl for _, ctl in pairs.values() if ctl is not None]

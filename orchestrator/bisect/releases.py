@@ -20,16 +20,16 @@ def release_candidates(
 ) -> list[str]:
     """Releases from the older endpoint to the newer one, oldest first, both included.
 
-    ``known`` defaults to the package index's list (:func:`orchestrator.versions.releases`);
+    ``known`` defaults to the package index's list (:func:`orchestrator.stack.versions.releases`);
     pre-releases between the ends are kept only with ``pre`` (an end may be one anyway).
     """
     if known is None:
-        from vmatrix.orchestrator.versions import releases
+        from vmatrix.orchestrator.stack.versions import releases
 
         known = releases(distribution, pre=True)
         if known is None:
             raise BisectError(f"cannot list {distribution} releases: the package index cannot be reached")
-    from vmatrix.orchestrator.versions import nearby
+    from vmatrix.orchestrator.stack.versions import nearby
 
     ends = {}
     for role, text in (("good", good), ("bad", bad)):

@@ -93,7 +93,7 @@ def run_bisect(
     Every user mistake raises :class:`BisectError` before any engine starts; one about an
     input is a :class:`BisectInputError` naming that input by its field here.
     """
-    from vmatrix.orchestrator.matrix import expand
+    from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import load_spec
 
     t0 = time.monotonic()
@@ -105,7 +105,7 @@ def run_bisect(
         if any(e.ranged for e in spec.engines):
             # A watched matrix (`vllm: ">=0.30"`): each step names its own release, but the
             # cell is selected on a real one, and a ranged `lmcache:` must name one too.
-            from vmatrix.orchestrator.release_ranges import resolve
+            from vmatrix.orchestrator.plan.release_ranges import resolve
 
             spec = resolve(spec, source).spec
     except SpecError as exc:

@@ -118,7 +118,7 @@ def spec_for(spec: MatrixSpec, engine: EngineSpec, version: str) -> MatrixSpec:
 
 def select_cells(plan_cells: list[Cell], filters: dict[str, Any]) -> tuple[Cell, Cell | None]:
     """The one cell the selector names, and its control (None when it is a control)."""
-    from vmatrix.orchestrator.matrix import describe_knobs
+    from vmatrix.orchestrator.plan.matrix import describe_knobs
 
     found = [c for c in plan_cells if cell_matches(c, filters)]
     # A control that also matches is only wanted when no graded cell does.

@@ -34,7 +34,7 @@ from vmatrix.orchestrator.cli.watch import watch
 from vmatrix.orchestrator.paths import runs_dir
 
 if TYPE_CHECKING:
-    from vmatrix.orchestrator.matrix import Plan
+    from vmatrix.orchestrator.plan.matrix import Plan
 
 # The matrix, spec and trace modules (pydantic models, ~0.3 s to import) are imported by
 # the commands that read a matrix: `results table` and `results compare` should answer
@@ -80,8 +80,8 @@ ControlsOpt = Annotated[bool, typer.Option(
 
 def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = False,
           cells: list[str] | None = None) -> Plan:
-    from vmatrix.orchestrator.matrix import expand
-    from vmatrix.orchestrator.release_ranges import load_matrix
+    from vmatrix.orchestrator.plan.matrix import expand
+    from vmatrix.orchestrator.plan.release_ranges import load_matrix
 
     resolved = load_matrix(path)
     for choice in resolved.ranges:  # what a range stands for today
@@ -98,7 +98,7 @@ def _plan(path: Path, engines: list[str] | None = None, controls_only: bool = Fa
 
 def _cell_row(cell, role: str, wide: bool = True, shared: frozenset[str] = frozenset(),
               empty: str = "defaults") -> list[str]:
-    from vmatrix.orchestrator.matrix import describe_knobs
+    from vmatrix.orchestrator.plan.matrix import describe_knobs
 
     if wide:
         knobs = describe_knobs(cell.knobs)
@@ -149,7 +149,7 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
     """Print the expanded cells of MATRIX without running anything, and what the results
     already hold for each (`sweep run` skips those; --rerun runs them again). A release
     range is shown with the releases it stands for today."""
-    from vmatrix.orchestrator.geometry import violations
+    from vmatrix.orchestrator.stack.geometry import violations
 
     use_index(index_url)
     plan = _plan(matrix, engine, controls_only, cells)
@@ -162,7 +162,7 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
     shared = frozenset() if wide else _shared_knobs(plan.cells)
     caption = None
     if not wide:
-        from vmatrix.orchestrator.matrix import describe_knobs
+        from vmatrix.orchestrator.plan.matrix import describe_knobs
 
         title += f", workload {', '.join(workloads)}"
         common = describe_knobs({k: v for k, v in plan.cells[0].knobs.items() if k in shared}) if shared else ""
@@ -181,7 +181,7 @@ def sweep_plan(matrix: Path, db: DbOpt = None, engine: EngineOpt = None, control
             role += f" (invalid: {broken[0].rule}{', run anyway' if plan.spec.run_invalid else ''})"
         table.add_row(*_cell_row(cell, role, wide, shared, "-" if caption else "defaults"), *([recorded.get(cell.id, "-")] if recorded else []))
     console.print(table)
-    from vmatrix.orchestrator.shape_plan import shape_notes
+    from vmatrix.orchestrator.plan.shape_plan import shape_notes
 
     notes: dict[str, list[str]] = {}
     for cell in plan.cells:
@@ -212,8 +212,8 @@ def sweep_run(
     """Run every cell of MATRIX, store the results, print the lookup table."""
     from vmatrix.db.queries import lookup_table, render_table
     from vmatrix.orchestrator.cli.sweep_view import SweepView
-    from vmatrix.orchestrator.matrix import describe_knobs
-    from vmatrix.orchestrator.scheduler import run_sweep
+    from vmatrix.orchestrator.plan.matrix import describe_knobs
+    from vmatrix.orchestrator.sweep.scheduler import run_sweep
 
     use_index(index_url)
     plan = _plan(matrix, engine, controls_only, cells)
@@ -246,7 +246,7 @@ def canary_build(
     """Find (shipped or cached) or build the canary model NAME and print its folder."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from vmatrix.orchestrator.canary import SHIPPED, ensure_canary, shipped_dir, shipped_files
+    from vmatrix.orchestrator.canary.resolve import SHIPPED, ensure_canary, shipped_dir, shipped_files
     from vmatrix.orchestrator.runtimes.venvs import ensure_env
     from vmatrix.progress import Step, Throttle
     from vmatrix.recipe import EngineRecipe
@@ -308,11 +308,11 @@ def canary_report(
     import json
 
     from vmatrix.jobs.replay import model_end_tokens
-    from vmatrix.orchestrator.canary import canary_dir
-    from vmatrix.orchestrator.canary_report import NEAR_TIE, report_matrix, summarize
-    from vmatrix.orchestrator.matrix import expand
-    from vmatrix.orchestrator.scheduler import SweepError, run_sweep
+    from vmatrix.orchestrator.canary.report import NEAR_TIE, report_matrix, summarize
+    from vmatrix.orchestrator.canary.resolve import canary_dir
+    from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
+    from vmatrix.orchestrator.sweep.scheduler import SweepError, run_sweep
 
     try:
         sizes = [int(x) for x in lengths.split(",")]
@@ -348,7 +348,7 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
     from vmatrix.db.queries import list_runs
     from vmatrix.db.reads import speed_notes
     from vmatrix.db.table import result_names
-    from vmatrix.orchestrator.matrix import describe_knobs
+    from vmatrix.orchestrator.plan.matrix import describe_knobs
 
     wanted = result_names(verdict)
 

@@ -37,7 +37,7 @@ def use_index(index_url: str | None) -> None:
     inherit the environment)."""
     import os
 
-    from vmatrix.orchestrator.versions import INDEX_ENV
+    from vmatrix.orchestrator.stack.versions import INDEX_ENV
 
     if index_url:
         os.environ[INDEX_ENV] = index_url

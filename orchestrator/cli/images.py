@@ -20,7 +20,7 @@ images_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Engine images
 
 
 def _recipes_and_options(matrix: Path):  # type: ignore[no-untyped-def]
-    from vmatrix.orchestrator.matrix import engine_recipes
+    from vmatrix.orchestrator.plan.matrix import engine_recipes
     from vmatrix.orchestrator.spec.matrix_file import load_spec
 
     spec = load_spec(matrix, check_index=False)

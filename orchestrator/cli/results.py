@@ -188,7 +188,7 @@ def export(
 
 
 def _knobs(knobs: dict[str, Any]) -> str:
-    from vmatrix.orchestrator.matrix import describe_knobs  # the same text as `sweep plan` and `results ls`
+    from vmatrix.orchestrator.plan.matrix import describe_knobs  # the same text as `sweep plan` and `results ls`
 
     return describe_knobs(knobs)
 

@@ -38,7 +38,7 @@ def _pct(x: float | None) -> str:
 
 
 def _headline(detail: CellDetail, run: RunDetail | None, counters: Mapping[str, float]) -> RenderableType:
-    from vmatrix.orchestrator.matrix import describe_knobs
+    from vmatrix.orchestrator.plan.matrix import describe_knobs
 
     lines: list[RenderableType] = [Text.assemble(("cell ", "dim"), detail.cell_id, ("  engine ", "dim"), detail.engine,
                            ("  model ", "dim"), detail.model)]

@@ -75,8 +75,8 @@ def watch(
     from vmatrix.orchestrator.bisect import run_bisect
     from vmatrix.orchestrator.cli.bisect import BisectProgress
     from vmatrix.orchestrator.cli.sweep_view import SweepView
-    from vmatrix.orchestrator.matrix import describe_knobs
-    from vmatrix.orchestrator.scheduler import run_sweep
+    from vmatrix.orchestrator.plan.matrix import describe_knobs
+    from vmatrix.orchestrator.sweep.scheduler import run_sweep
     from vmatrix.orchestrator.watch import Hooks, watch_once
 
     interval = parse_every(every)

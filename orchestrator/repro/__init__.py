@@ -2,7 +2,7 @@
 
 The file is :mod:`orchestrator.repro.script` with the recorded cell's values written into its
 RECORDED block: the engine flags of the cell and of its control (what vmatrix handed
-`vllm serve`, from ``orchestrator.engine_args``, so nothing is retyped), the environment the
+`vllm serve`, from ``orchestrator.stack.engine_args``, so nothing is retyped), the environment the
 engine ran with, the sampling parameters the replay sends (``jobs.replay.SAMPLING``), and every
 request of the recorded run inline, in its phases. A README-style docstring above says the
 release, the patch sets the recorded engine carried (the script starts whatever vLLM it is
@@ -22,10 +22,10 @@ from vmatrix.cells import Cell
 from vmatrix.errors import NotFoundError
 from vmatrix.jobs.noise import scaled_tie_margin
 from vmatrix.jobs.replay import SAMPLING
-from vmatrix.orchestrator.canary import canary_dir, draft_dir, is_canary, logit_scale
-from vmatrix.orchestrator.engine_args import SERVED_NAME, engine_argv, engine_env
+from vmatrix.orchestrator.canary.resolve import canary_dir, draft_dir, is_canary, logit_scale
 from vmatrix.orchestrator.recorded import Recorded
 from vmatrix.orchestrator.spec.workload import Grading
+from vmatrix.orchestrator.stack.engine_args import SERVED_NAME, engine_argv, engine_env
 from vmatrix.workload import Workload
 
 SCRIPT = Path(__file__).with_name("script.py")

@@ -8,7 +8,7 @@
 Both build an *engine environment* (a venv or an image, content-addressed by the
 recipe's ``env_id``) and start an :class:`~orchestrator.runtimes.engine.Engine` in it.
 What they are to the rest (the :class:`Runtime` protocol, :class:`EngineStart`) is
-``interface.py``; running a cell (``orchestrator.run_cell``) asks a runtime only through
+``interface.py``; running a cell (``orchestrator.sweep.run_cell``) asks a runtime only through
 it (and starts the LMCache sidecar, a local process, itself).
 """
 

@@ -24,11 +24,11 @@ from filelock import FileLock
 from vmatrix.errors import EnvBuildError, ImageBuildError
 from vmatrix.images.build import BuiltImage, ImageOptions, build_image, client, image_packages
 from vmatrix.images.recipe import recipe_patches
-from vmatrix.orchestrator.engine_args import engine_argv
 from vmatrix.orchestrator.paths import cache_dir
 from vmatrix.orchestrator.runtimes.affinity import format_cpulist
 from vmatrix.orchestrator.runtimes.engine import EngineEnvironment, owner_gone, owner_id, say_if_locked, wait_healthy
 from vmatrix.orchestrator.runtimes.signature import error_signature
+from vmatrix.orchestrator.stack.engine_args import engine_argv
 from vmatrix.progress import IMAGE, StepReport
 from vmatrix.recipe import EngineRecipe
 
@@ -283,7 +283,7 @@ class DockerRuntime:
         assert isinstance(env, EngineImage)
         import ray
 
-        from vmatrix.orchestrator.canary import draft_dir, is_canary, on_host_path
+        from vmatrix.orchestrator.canary.resolve import draft_dir, is_canary, on_host_path
 
         self.remove_lost_attempts(cell.id)  # a lost node's attempt of this cell
         # The daemon mounts host paths, not this node's.

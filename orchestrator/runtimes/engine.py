@@ -1,7 +1,7 @@
 """What every runtime's engine shares: the Engine protocol, health waits, owners and ports.
 
 An engine is a vLLM server the runtime started (a process: ``processes.EngineProcess``;
-a container: ``docker.EngineContainer``). Running a cell (``orchestrator.run_cell``)
+a container: ``docker.EngineContainer``). Running a cell (``orchestrator.sweep.run_cell``)
 uses only this protocol, whatever the runtime.
 """
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from vmatrix.cells import Cell
-    from vmatrix.orchestrator.lmcache import LMCacheSetup
     from vmatrix.orchestrator.runtimes.engine import Engine, EngineEnvironment
+    from vmatrix.orchestrator.stack.lmcache import LMCacheSetup
     from vmatrix.progress import StepReport
     from vmatrix.recipe import EngineRecipe
 

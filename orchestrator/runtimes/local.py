@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from vmatrix.images.gpu_gate import cannot_gate
-from vmatrix.orchestrator import lmcache
-from vmatrix.orchestrator.canary import served_paths
-from vmatrix.orchestrator.engine_args import engine_argv
+from vmatrix.orchestrator.canary.resolve import served_paths
 from vmatrix.orchestrator.runtimes.engine import (
     EngineEnvironment,
     free_port,
 )
 from vmatrix.orchestrator.runtimes.processes import EngineProcess, reap_orphans
 from vmatrix.orchestrator.runtimes.venvs import EngineEnv, ensure_env, with_overlay
+from vmatrix.orchestrator.stack import lmcache
+from vmatrix.orchestrator.stack.engine_args import engine_argv
 from vmatrix.progress import StepReport
 from vmatrix.recipe import EngineRecipe
 

@@ -37,12 +37,12 @@ from vmatrix.images.recipe import (
     staged_wheels,
     wheel_path,
 )
-from vmatrix.orchestrator.patch_sources import failure_reason
 from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.plan.patch_sources import failure_reason
 from vmatrix.orchestrator.runtimes.engine import (
     say_if_locked,
 )
-from vmatrix.orchestrator.versions import default_index
+from vmatrix.orchestrator.stack.versions import default_index
 from vmatrix.progress import ENV, Step, StepReport
 from vmatrix.recipe import EngineRecipe
 

@@ -24,14 +24,14 @@ from vmatrix.db.store import Store
 from vmatrix.errors import NotFoundError
 from vmatrix.jobs.traces import dump_trace
 from vmatrix.jobs.workload import workload_digest
-from vmatrix.orchestrator.canary import canary_dir, canary_recipe, is_canary
-from vmatrix.orchestrator.grading import grade_cell
+from vmatrix.orchestrator.canary.resolve import canary_dir, canary_recipe, is_canary
 from vmatrix.orchestrator.recorded import Recorded
-from vmatrix.orchestrator.run_cell import run_cell
 from vmatrix.orchestrator.runtimes.interface import Runtime
 from vmatrix.orchestrator.shrink.units import as_trace, subset
 from vmatrix.orchestrator.spec.matrix_file import Timeouts
 from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec
+from vmatrix.orchestrator.sweep.grading import grade_cell
+from vmatrix.orchestrator.sweep.run_cell import run_cell
 from vmatrix.progress import StepReport
 
 PREDICATE = "verdict == corrupt"

@@ -104,8 +104,8 @@ class EngineSpec(Strict):
     @classmethod
     def _release_or_range(cls, v: str | None) -> str | None:
         # A release, `latest` or a range (`>=0.30`): ranges are resolved against the
-        # package index before cells are made (orchestrator/release_ranges.py).
-        from vmatrix.orchestrator.versions import release_choice
+        # package index before cells are made (orchestrator/plan/release_ranges.py).
+        from vmatrix.orchestrator.stack.versions import release_choice
 
         if v is not None:
             release_choice(v)
@@ -113,7 +113,7 @@ class EngineSpec(Strict):
 
     @property
     def ranged(self) -> bool:
-        from vmatrix.orchestrator.versions import is_range
+        from vmatrix.orchestrator.stack.versions import is_range
 
         return is_range(self.vllm) or is_range(self.lmcache)
 

@@ -76,7 +76,7 @@ class Knobs(Strict):
     # --async-scheduling / --no-async-scheduling; unset: the release's default.
     async_scheduling: bool | None = None
     # VLLM_USE_V2_MODEL_RUNNER=0/1 (an environment variable, so a release without it would
-    # ignore it silently: orchestrator/geometry.py makes such cells `invalid`); unset: the
+    # ignore it silently: orchestrator/stack/geometry.py makes such cells `invalid`); unset: the
     # release picks (0.27.1+ default to V2 for some architectures and fall back to V1).
     model_runner: Literal["v1", "v2"] | None = None
 

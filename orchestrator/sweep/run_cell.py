@@ -11,7 +11,7 @@ start / wait_ready / alive / stop / signature / returncode / base_url.
 
 The cell owns its engine; the replay does not. At a restart point of the workload
 the replay calls back here, and the engine is stopped and started again with the
-same arguments and the same LMCache L2 folder (orchestrator/lmcache.py).
+same arguments and the same LMCache L2 folder (orchestrator/stack/lmcache.py).
 """
 
 from __future__ import annotations
@@ -35,8 +35,6 @@ from vmatrix.images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
 from vmatrix.jobs.replay import model_end_tokens, replay
 from vmatrix.jobs.shapes import LAYOUT_VERSION
 from vmatrix.jobs.workload import build_workload, layout_block, requests_digest
-from vmatrix.orchestrator import lmcache
-from vmatrix.orchestrator.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
 from vmatrix.orchestrator.runtimes import runtime_named
 from vmatrix.orchestrator.runtimes.affinity import engine_cpus
 from vmatrix.orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, Engine, free_port
@@ -47,6 +45,8 @@ from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
 from vmatrix.orchestrator.spec.matrix_file import Timeouts, memory_share
 from vmatrix.orchestrator.spec.workload import WorkloadSpec
+from vmatrix.orchestrator.stack import lmcache
+from vmatrix.orchestrator.stack.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
 from vmatrix.progress import REPLAY, Step, StepReport
 from vmatrix.records import ControlReference, Layout
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from vmatrix.orchestrator.geometry import lmcache_on
+from vmatrix.orchestrator.stack.geometry import lmcache_on
 
 CONFIG_NAME = "lmcache.yaml"
 # L2 is capped so a long trace cannot fill the disk of a shared host.

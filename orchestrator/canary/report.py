@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from vmatrix.db.store import Store
-from vmatrix.orchestrator.matrix import Plan
+from vmatrix.orchestrator.plan.matrix import Plan
 
 NEAR_TIE = 0.1  # a control margin under this is a near-tie (the target: <= 1% of tokens)
 

@@ -26,11 +26,11 @@ from filelock import FileLock
 
 from vmatrix.cells import ModelRef, digest
 from vmatrix.errors import CanaryError
-from vmatrix.orchestrator.engine_args import path_trap
 from vmatrix.orchestrator.paths import cache_dir
 from vmatrix.orchestrator.spec.engines import ModelSpec
+from vmatrix.orchestrator.stack.engine_args import path_trap
 
-BUILDER = Path(__file__).resolve().parent.parent / "images" / "canary" / "build_canary.py"
+BUILDER = Path(__file__).resolve().parents[2] / "images" / "canary" / "build_canary.py"
 CORPUS = BUILDER.with_name("corpus.py")
 DRAFTER_BUILDER = BUILDER.with_name("build_drafter.py")
 # Nemotron-H (Mamba2) canaries: their builder imports build_canary.py's tokenizer, curriculum
@@ -203,9 +203,9 @@ def on_host_path(model_path: str) -> str:
 
 def untrapped(path: str, method: str) -> str:
     """PATH, or the cache's copy of this canary (``on_host_path``) where PATH names another
-    speculative method than METHOD (orchestrator.engine_args.path_trap): the checkout's
+    speculative method than METHOD (orchestrator.stack.engine_args.path_trap): the checkout's
     folder name must not decide what a cell measures. A cache folder that names one too
-    is refused when the matrix is planned (orchestrator.matrix)."""
+    is refused when the matrix is planned (orchestrator.plan.matrix)."""
     return on_host_path(path) if path_trap(path, method) else path
 
 

@@ -1,0 +1,4 @@
+"""Planning a sweep, before anything runs: a validated matrix file (orchestrator/spec/)
+expanded into cells with their controls (``matrix``), where each engine's patches come
+from (``patch_sources``), release ranges resolved to one engine per release
+(``release_ranges``), and the shapes' budget rules checked per cell (``shape_plan``)."""
