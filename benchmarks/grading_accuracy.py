@@ -30,7 +30,7 @@ from vmatrix.db.store import Store
 from vmatrix.jobs.grade import grade_transcripts
 from vmatrix.jobs.noise import noise_floor
 from vmatrix.jobs.symptoms import acceptance
-from vmatrix.orchestrator.canary.resolve import excused_symptoms
+from vmatrix.orchestrator.plan.canary import excused_symptoms
 from vmatrix.orchestrator.plan.matrix import describe_knobs, expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.orchestrator.sweep.grading import end_tokens_for, exercised, model_logit_scale

@@ -178,13 +178,13 @@ def test_the_logit_scale_reaches_grade_cell_and_the_early_abort(tmp_path: Path, 
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The canary's recorded scale (its folder's vmatrix-canary.json, written by hand here)
     or grading.logit_scale raise the margin, for the grade and for the replay's early abort."""
-    from vmatrix.orchestrator.canary.resolve import canary_dir
+    from vmatrix.orchestrator.plan.canary import canary_dir
     from vmatrix.orchestrator.sweep.grading import tie_margin_for
     from vmatrix.orchestrator.sweep.scheduler import reference_for
 
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
     # Not the shipped canary (its folder is the repository's): one built "here", in tmp.
-    monkeypatch.setattr("vmatrix.orchestrator.canary.resolve.SHIPPED", tmp_path / "shipped")
+    monkeypatch.setattr("vmatrix.orchestrator.plan.canary.SHIPPED", tmp_path / "shipped")
     matrix = MATRIX.replace("grading: {calibrate: true, tie_margin: 0.01}\n", "grading: {tie_margin: 0.01}\n")
     plan = expand(parse_spec(matrix, "s.yaml"), "s.yaml")
     control, cell = plan.cells

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vmatrix.orchestrator.canary.resolve import BUILDER, CanaryError, excused_symptoms
+from vmatrix.orchestrator.plan.canary import BUILDER, CanaryError, excused_symptoms
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.recipe import EngineRecipe
 
@@ -81,7 +81,7 @@ def test_logit_scale_is_read_from_the_canary_folder(tmp_path: Path, monkeypatch:
     recipe and file digests in vmatrix-canary.json (here a stand-in "python" that writes a
     folder as the builder would; no model is built); the shipped canary's is read from the
     shipped folder."""
-    from vmatrix.orchestrator.canary.resolve import built_dir, canary_recipe, ensure_canary, logit_scale, shipped_dir
+    from vmatrix.orchestrator.plan.canary import built_dir, canary_recipe, ensure_canary, logit_scale, shipped_dir
 
     monkeypatch.setenv("VMATRIX_CACHE", str(tmp_path / "cache"))
     assert logit_scale("canary:random-qwen3next") is None, "not built here"
@@ -113,7 +113,7 @@ def test_every_shipped_checkpoint_is_what_its_recorded_recipe_made_and_that_reci
     corpus bytes, arguments) is the one in the repository, so the checkpoint engines load is
     the one the recipe describes. Editing the builder, the corpus or the arguments fails
     here until the canary is retrained (`vmatrix canary build NAME --train`) and shipped."""
-    from vmatrix.orchestrator.canary.resolve import (
+    from vmatrix.orchestrator.plan.canary import (
         CANARIES,
         DRAFTERS,
         META,
@@ -150,7 +150,7 @@ def test_the_corpus_sizes_prefixes_with_the_shipped_tokenizers_tokens_per_line(t
     be what the shipped canary's tokenizer makes of the corpus."""
     from vmatrix.images.canary import corpus
     from vmatrix.jobs.workload import build_workload
-    from vmatrix.orchestrator.canary.resolve import SHIPPED
+    from vmatrix.orchestrator.plan.canary import SHIPPED
     from vmatrix.orchestrator.spec.workload import WorkloadSpec
 
     python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python

@@ -13,9 +13,9 @@ from pathlib import Path
 from vmatrix.cells import RunOutcome
 from vmatrix.db.store import Store
 from vmatrix.expect import Expectation
-from vmatrix.orchestrator.canary.report import report_matrix, summarize
 from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
+from vmatrix.orchestrator.sweep.canary_report import report_matrix, summarize
 from vmatrix.records import RequestRecord, Transcript
 
 END = 2  # the model's end-of-turn token id, here

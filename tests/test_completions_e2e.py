@@ -18,7 +18,7 @@ import pytest
 
 from vmatrix.jobs.replay import replay
 from vmatrix.jobs.workload import build_workload
-from vmatrix.orchestrator.canary.resolve import ensure_canary
+from vmatrix.orchestrator.plan.canary import ensure_canary
 from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.runtimes.engine import free_port
 from vmatrix.orchestrator.runtimes.processes import EngineProcess, group_pids

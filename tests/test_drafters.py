@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vmatrix.errors import CanaryError, SpecError
-from vmatrix.orchestrator.canary.resolve import DRAFTERS, SHIPPED, canary_dir, canary_recipe, draft_dir, model_ref
+from vmatrix.orchestrator.plan.canary import DRAFTERS, SHIPPED, canary_dir, canary_recipe, draft_dir, model_ref
 from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.engines import ModelSpec
 from vmatrix.orchestrator.spec.matrix_file import parse_spec

@@ -398,7 +398,7 @@ def test_a_real_vllm_engine_waits_at_the_gate_in_its_worker_only(tmp_path: Path)
     is gated alike): held at the gate, the engine still gets through its imports, API
     server and engine core, and stops before its worker's first step; let through, it
     loads, profiles, warms up, gives the gate back before vLLM says so, and serves."""
-    from vmatrix.orchestrator.canary.resolve import ensure_canary
+    from vmatrix.orchestrator.plan.canary import ensure_canary
     from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.runtimes.engine import free_port
     from vmatrix.orchestrator.runtimes.processes import EngineProcess

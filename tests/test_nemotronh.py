@@ -19,7 +19,7 @@ import pytest
 
 from tests.test_drafters import _header
 from vmatrix.errors import CanaryError
-from vmatrix.orchestrator.canary.resolve import (
+from vmatrix.orchestrator.plan.canary import (
     BUILDER,
     CANARIES,
     NEMOTRONH_BUILDER,
@@ -158,7 +158,7 @@ def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is
     train it, and never starts a build (the stand-in "python" would write a folder)."""
     import hashlib
 
-    from vmatrix.orchestrator.canary.resolve import CORPUS
+    from vmatrix.orchestrator.plan.canary import CORPUS
 
     assert canary_recipe("tiny-nemotronh")["builder"] == hashlib.sha256(
         NEMOTRONH_BUILDER.read_bytes() + BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vmatrix.errors import SpecError
-from vmatrix.orchestrator.canary.resolve import META, canary_dir, served_paths
+from vmatrix.orchestrator.plan.canary import META, canary_dir, served_paths
 from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.orchestrator.stack.engine_args import path_trap

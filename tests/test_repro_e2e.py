@@ -23,8 +23,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.recorded_dbs import unpacked
-from vmatrix.orchestrator.canary.resolve import canary_dir
 from vmatrix.orchestrator.cli import app
+from vmatrix.orchestrator.plan.canary import canary_dir
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.recipe import EngineRecipe
 

@@ -205,7 +205,7 @@ def test_the_engines_template_and_the_shipped_tokenizer_make_exactly_these_token
     """What the positions rest on: the engine renders each message list with the canary's own
     chat template (its jinja, as vLLM does) and the shipped tokenizer splits the result into
     exactly ``canary_tokens`` of the text the layout counted, for every shaped request."""
-    from vmatrix.orchestrator.canary.resolve import SHIPPED
+    from vmatrix.orchestrator.plan.canary import SHIPPED
 
     requests = [r for block in BLOCKS for r in _workload(block).requests]
     (tmp_path / "requests.json").write_text(json.dumps([[list(m) for m in r.messages] for r in requests]))

@@ -246,7 +246,7 @@ def canary_build(
     """Find (shipped or cached) or build the canary model NAME and print its folder."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from vmatrix.orchestrator.canary.resolve import SHIPPED, ensure_canary, shipped_dir, shipped_files
+    from vmatrix.orchestrator.plan.canary import SHIPPED, ensure_canary, shipped_dir, shipped_files
     from vmatrix.orchestrator.runtimes.venvs import ensure_env
     from vmatrix.progress import Step, Throttle
     from vmatrix.recipe import EngineRecipe
@@ -308,10 +308,10 @@ def canary_report(
     import json
 
     from vmatrix.jobs.replay import model_end_tokens
-    from vmatrix.orchestrator.canary.report import NEAR_TIE, report_matrix, summarize
-    from vmatrix.orchestrator.canary.resolve import canary_dir
+    from vmatrix.orchestrator.plan.canary import canary_dir
     from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
+    from vmatrix.orchestrator.sweep.canary_report import NEAR_TIE, report_matrix, summarize
     from vmatrix.orchestrator.sweep.scheduler import SweepError, run_sweep
 
     try:

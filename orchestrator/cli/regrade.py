@@ -21,9 +21,9 @@ def recorded_cell(spec: dict[str, Any] | None) -> Cell | None:
     """A cell as its row recorded it, for runs whose matrix now expands to other ids (the
     workload builder changed, say): grading needs its knobs, workload and model, not a
     matching id. A canary is read from this checkout, where its recorded path may not exist."""
-    # Imported here: orchestrator.canary.resolve pulls in the matrix spec (pydantic, ~0.15 s), and
+    # Imported here: orchestrator.plan.canary pulls in the matrix spec (pydantic, ~0.15 s), and
     # every `vmatrix` command imports this module; `results compare` and `table` must not pay it.
-    from vmatrix.orchestrator.canary.resolve import canary_dir, is_canary
+    from vmatrix.orchestrator.plan.canary import canary_dir, is_canary
 
     if spec is None:
         return None
@@ -40,7 +40,7 @@ def results_regrade(
     """Grade SWEEP's runs again with the current grader and the sweep's own grading settings."""
     from vmatrix.db.queries import sweep_info, sweep_runs
     from vmatrix.errors import SpecError
-    from vmatrix.orchestrator.canary.resolve import CanaryError
+    from vmatrix.orchestrator.plan.canary import CanaryError
     from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
     from vmatrix.orchestrator.sweep.grading import regrade_run

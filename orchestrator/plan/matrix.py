@@ -19,8 +19,8 @@ from vmatrix.cells import Cell, ModelRef, digest
 from vmatrix.errors import SpecError
 from vmatrix.images.recipe import PatchSetError
 from vmatrix.jobs.workload import workload_digest
-from vmatrix.orchestrator.canary.resolve import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
 from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.plan.canary import CanaryError, canary_dir, canary_recipe, draft_ref, is_canary, model_ref
 from vmatrix.orchestrator.plan.patch_sources import resolve
 from vmatrix.orchestrator.spec.knobs import Knobs, Rule
 from vmatrix.orchestrator.spec.matrix_file import GPU_HEADROOM, MatrixSpec, Resources
@@ -209,7 +209,7 @@ def cell_resources(resources: Resources, engine: EngineRecipe, knobs: dict[str, 
 def _refuse_path_trap(model: ModelRef, knobs: dict[str, Any], source: str, docker: bool) -> None:
     """A folder of the user's whose path vLLM would read another speculative method from
     is refused before anything starts; a canary's is served from a cache copy instead
-    (orchestrator.canary.resolve.untrapped; with Docker always, orchestrator.canary.resolve.on_host_path),
+    (orchestrator.plan.canary.untrapped; with Docker always, orchestrator.plan.canary.on_host_path),
     unless the cache folder names a method too."""
     spec = knobs.get("speculative")
     if not spec:

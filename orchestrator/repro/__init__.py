@@ -22,7 +22,7 @@ from vmatrix.cells import Cell
 from vmatrix.errors import NotFoundError
 from vmatrix.jobs.noise import scaled_tie_margin
 from vmatrix.jobs.replay import SAMPLING
-from vmatrix.orchestrator.canary.resolve import canary_dir, draft_dir, is_canary, logit_scale
+from vmatrix.orchestrator.plan.canary import canary_dir, draft_dir, is_canary, logit_scale
 from vmatrix.orchestrator.recorded import Recorded
 from vmatrix.orchestrator.spec.workload import Grading
 from vmatrix.orchestrator.stack.engine_args import SERVED_NAME, engine_argv, engine_env

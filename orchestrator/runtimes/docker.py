@@ -283,7 +283,7 @@ class DockerRuntime:
         assert isinstance(env, EngineImage)
         import ray
 
-        from vmatrix.orchestrator.canary.resolve import draft_dir, is_canary, on_host_path
+        from vmatrix.orchestrator.plan.canary import draft_dir, is_canary, on_host_path
 
         self.remove_lost_attempts(cell.id)  # a lost node's attempt of this cell
         # The daemon mounts host paths, not this node's.

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from vmatrix.images.gpu_gate import cannot_gate
-from vmatrix.orchestrator.canary.resolve import served_paths
+from vmatrix.orchestrator.plan.canary import served_paths
 from vmatrix.orchestrator.runtimes.engine import (
     EngineEnvironment,
     free_port,

@@ -26,7 +26,7 @@ import yaml
 from vmatrix.db.queries import sweep_info
 from vmatrix.db.store import ShrinkRecord, Store
 from vmatrix.errors import InputError, SpecError
-from vmatrix.orchestrator.canary.resolve import is_canary
+from vmatrix.orchestrator.plan.canary import is_canary
 from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.recorded import Recorded, load_recorded
 from vmatrix.orchestrator.runtimes.interface import Runtime

@@ -24,7 +24,7 @@ from vmatrix.db.store import Store
 from vmatrix.errors import NotFoundError
 from vmatrix.jobs.traces import dump_trace
 from vmatrix.jobs.workload import workload_digest
-from vmatrix.orchestrator.canary.resolve import canary_dir, canary_recipe, is_canary
+from vmatrix.orchestrator.plan.canary import canary_dir, canary_recipe, is_canary
 from vmatrix.orchestrator.recorded import Recorded
 from vmatrix.orchestrator.runtimes.interface import Runtime
 from vmatrix.orchestrator.shrink.units import as_trace, subset

@@ -68,7 +68,7 @@ def engine_argv(
     """``kv_transfer``: the KV connector's config (LMCache, orchestrator/stack/lmcache.py).
     ``host``: 127.0.0.1 for a local process; 0.0.0.0 inside a container, whose port
     is published on the host's 127.0.0.1 only. ``draft_model``: the folder a
-    `speculative.model: canary:NAME` drafter is served from (orchestrator.canary.resolve.draft_dir),
+    `speculative.model: canary:NAME` drafter is served from (orchestrator.plan.canary.draft_dir),
     in place of the ref. ``memory_share``: the engine's --gpu-memory-utilization on a
     GPU it shares (orchestrator/runtimes/gpu_share.py), unless the knobs' extra_args set one."""
     version = Version(recipe.vllm)

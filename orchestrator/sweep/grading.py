@@ -22,7 +22,7 @@ from vmatrix.jobs.replay import model_end_tokens
 from vmatrix.jobs.shape_grade import Placed, Shaped
 from vmatrix.jobs.shapes import fragments
 from vmatrix.jobs.workload import build_workload
-from vmatrix.orchestrator.canary.resolve import excused_symptoms, logit_scale
+from vmatrix.orchestrator.plan.canary import excused_symptoms, logit_scale
 from vmatrix.orchestrator.plan.matrix import Plan
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens
 from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec

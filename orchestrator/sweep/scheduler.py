@@ -32,7 +32,7 @@ from vmatrix.cells import STATUSES, Cell, RunOutcome
 from vmatrix.db.store import Store
 from vmatrix.errors import SweepError
 from vmatrix.jobs.noise import effective_tie_margin, noise_floor
-from vmatrix.orchestrator.canary.resolve import SHIPPED, CanaryError, canary_dir, draft_ref, ensure_canary
+from vmatrix.orchestrator.plan.canary import SHIPPED, CanaryError, canary_dir, draft_ref, ensure_canary
 from vmatrix.orchestrator.plan.matrix import Plan
 from vmatrix.orchestrator.runtimes import runtime_named
 from vmatrix.orchestrator.runtimes.engine import owner_id
