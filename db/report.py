@@ -36,7 +36,8 @@ from vmatrix.db.queries import (
     sweep_info,
 )
 from vmatrix.db.reads import RecallCount, recall_counts
-from vmatrix.db.store import FixesRecord, Store
+from vmatrix.db.records import FixesRecord
+from vmatrix.db.store import Store
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # Results that need no explanation; every other one gets an evidence section (`partial`

@@ -43,6 +43,7 @@ from vmatrix.db.compare import load_samples
 from vmatrix.db.evidence import expectations_for, ground_truth
 from vmatrix.db.queries import CellResult, cell_results, knob_text, latest_grades_for, metric_totals_for
 from vmatrix.db.reads import recall_counts
+from vmatrix.db.records import BisectRecord, FixesRecord
 from vmatrix.db.report import (
     UNREMARKABLE,
     BarChart,
@@ -64,7 +65,7 @@ from vmatrix.db.site_model import (
     release_of,
     short,
 )
-from vmatrix.db.store import BisectRecord, FixesRecord, Store
+from vmatrix.db.store import Store
 
 STYLESHEET = "site.css"
 # Where a bisect's commit range is shown; vLLM tags its releases vX.Y.Z.

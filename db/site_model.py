@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 from vmatrix.db.evidence import unmeasured_of
 from vmatrix.db.queries import CellResult, GradeDetail
 from vmatrix.db.reads import RecallCount
+from vmatrix.db.records import BisectRecord, FixesRecord
 from vmatrix.db.report import (
     RESULT_COLORS,
     BarChart,
@@ -22,7 +23,7 @@ from vmatrix.db.report import (
     legend,
 )
 from vmatrix.db.samples import RunSamples
-from vmatrix.db.store import BisectRecord, FixesRecord, Store
+from vmatrix.db.store import Store
 
 
 @dataclass

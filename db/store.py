@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from vmatrix.db.models import (
     newest_grade_of,
 )
 from vmatrix.db.reads import ReadConn, placeholder_for
+from vmatrix.db.records import BisectRecord, FixesRecord, ShrinkRecord
 from vmatrix.db.revision import HEAD_REVISION
 from vmatrix.db.samples import summary_row
 from vmatrix.errors import StoreError
@@ -97,88 +98,17 @@ def to_url(url_or_path: str | Path) -> URL:
 
 
 @dataclass(frozen=True)
-class BisectRecord:
-    """What a bisect found, as the results DB keeps it (``bisects``; ``db/models.BisectRow``)."""
+class GradingRead:
+    """What grading one cell reads from the store, in one session (:meth:`Store.grading_read`):
+    its control's newest run, that run's transcript when it finished ok, the noise floor the
+    sweep measured for the control, and the newest run of the cell's sibling without
+    speculative decoding with its transcript (vLLM issue 45238's finding reads its hits)."""
 
-    mode: str  # "release" or "commit"
-    distribution: str
-    good: str
-    bad: str
-    find_fix: bool
-    predicate: str
-    candidates: list[str]
-    steps: list[dict[str, Any]]  # in evaluation order
-    source: str  # "watch" or "bisect"
-    wall_s: float
-    old_cell_id: str | None = None
-    new_cell_id: str | None = None
-    last_old: str | None = None  # None with an error
-    first_new: str | None = None
-    untested: list[str] = field(default_factory=list)
-    neighbours: list[dict[str, Any]] = field(default_factory=list)
-    repo: str | None = None
-    continue_command: list[str] | None = None
-    error: str | None = None
-    id: int | None = None  # set when read back
-    created_at: float | None = None
-
-    @classmethod
-    def from_row(cls, row: BisectRow) -> BisectRecord:
-        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
-
-
-@dataclass(frozen=True)
-class FixesRecord:
-    """What ``vmatrix fixes`` found for a cell, as the results DB keeps it (``fixes``;
-    ``db/models.FixesRow``). ``rows``: the cell as recorded first, then each candidate (see
-    ``orchestrator/fixes.py``, ``FixRow``)."""
-
-    cell_id: str
-    control_id: str | None
-    engine_label: str
-    release: str
-    candidates: list[str]
-    together: bool
-    rows: list[dict[str, Any]]
-    answer: str
-    wall_s: float
-    sweep_id: int | None = None
-    id: int | None = None  # set when read back
-    created_at: float | None = None
-
-    @classmethod
-    def from_row(cls, row: FixesRow) -> FixesRecord:
-        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
-
-
-@dataclass(frozen=True)
-class ShrinkRecord:
-    """What a shrink found, as the results DB keeps it (``shrinks``; ``db/models.ShrinkRow``)."""
-
-    cell_id: str
-    run_id: int
-    k: int
-    n: int
-    predicate: str
-    levels: list[str]
-    status: str  # done | stopped | error
-    requests_before: int
-    requests_after: int
-    kept: list[str]
-    probes: list[dict[str, Any]]
-    engine_runs: int
-    reused_runs: int
-    wall_s: float
-    result_cell_id: str | None = None
-    matrix_path: str | None = None
-    matrix_text: str | None = None
-    error: str | None = None
-    id: int | None = None  # set when read back
-    created_at: float | None = None
-
-    @classmethod
-    def from_row(cls, row: ShrinkRow) -> ShrinkRecord:
-        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+    control: Run | None = None
+    control_transcript: Transcript | None = None
+    floor: NoiseFloor | None = None
+    sibling: Run | None = None
+    sibling_transcript: Transcript | None = None
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -294,9 +224,7 @@ class Store:
 
     def latest_run(self, cell_id: str) -> Run | None:
         with self.session() as session:
-            return session.scalars(
-                select(Run).where(Run.cell_id == cell_id).order_by(*latest_first()).limit(1)
-            ).first()
+            return _latest_run(session, cell_id)
 
     def record_run(self, sweep_id: int, outcome: RunOutcome) -> int:
         """Insert the run with its requests, metrics and their summary, all or nothing; returns
@@ -408,32 +336,30 @@ class Store:
 
     def requests_for(self, run_id: int) -> list[RequestRecord]:
         with self.session() as session:
-            rows = session.scalars(select(RequestRow).where(RequestRow.run_id == run_id).order_by(RequestRow.id))
-            # `or []`: itl_s is NULL on runs recorded before it was measured (0007); expect is
-            # NULL on runs recorded before expectations (0008): no expectation.
-            return [RequestRecord(**{f.name: getattr(r, f.name) for f in fields(RequestRecord)}
-                                  | {"itl_s": r.itl_s or [], "expect": Expectation.from_json(r.expect) if r.expect else None})
-                    for r in rows]
+            return _requests(session, run_id)
 
     def metrics_for(self, run_id: int) -> dict[str, dict[str, float]]:
         with self.session() as session:
-            rows = session.execute(
-                select(MetricRow.phase, MetricRow.name, MetricRow.value)
-                .where(MetricRow.run_id == run_id)
-                .order_by(MetricRow.id)
-            )
-            metrics: dict[str, dict[str, float]] = {}
-            for phase, name, value in rows:
-                metrics.setdefault(phase, {})[name] = value
-            return metrics
+            return _metrics(session, run_id)
 
     def transcript_for(self, run_id: int) -> Transcript:
         """A recorded run's replay as the grader reads it, skipped requests included."""
         with self.session() as session:
-            run = session.get_one(Run, run_id)
-            aborted, skipped, layout = bool(run.aborted_early), list(run.skipped_requests or ()), run.layout
-        return Transcript(self.requests_for(run_id), self.metrics_for(run_id), aborted, skipped,
-                          Layout.from_json(layout))
+            return _transcript(session, session.get_one(Run, run_id))
+
+    def grading_read(self, control_cell_id: str, sweep_id: int | None = None,
+                     sibling_cell_id: str | None = None) -> GradingRead:
+        """Everything grading a cell reads, in one session: the control's newest run (and its
+        transcript if it finished ok), the sweep's noise floor for it (``sweep_id`` given),
+        and the newest run of ``sibling_cell_id`` with its transcript if ok."""
+        with self.session() as session:
+            control = _latest_run(session, control_cell_id)
+            sibling = _latest_run(session, sibling_cell_id) if sibling_cell_id else None
+            measured = _noise_floor(session, sweep_id, control_cell_id) if sweep_id is not None else None
+            return GradingRead(
+                control, _transcript(session, control) if control is not None and control.status == "ok" else None,
+                measured[0] if measured else None,
+                sibling, _transcript(session, sibling) if sibling is not None and sibling.status == "ok" else None)
 
     def ok_runs(self, cell_id: str, limit: int = 2) -> list[Run]:
         """The cell's newest runs that finished ok, newest first."""
@@ -454,13 +380,45 @@ class Store:
     def noise_floor(self, sweep_id: int, control_cell_id: str) -> tuple[NoiseFloor, int] | None:
         """The sweep's newest noise floor for a control, with the control run it was measured on."""
         with self.session() as session:
-            row = session.scalars(
-                select(NoiseFloorRow)
-                .where(NoiseFloorRow.sweep_id == sweep_id, NoiseFloorRow.control_cell_id == control_cell_id)
-                .order_by(NoiseFloorRow.id.desc()).limit(1)
-            ).first()
-        if row is None:
-            return None
-        from vmatrix.jobs.noise import NoiseFloor
+            return _noise_floor(session, sweep_id, control_cell_id)
 
-        return NoiseFloor(row.requests, row.identical, row.flips, row.max_drift, row.max_flip_margin), row.run_id
+
+def _latest_run(session: Session, cell_id: str) -> Run | None:
+    return session.scalars(select(Run).where(Run.cell_id == cell_id).order_by(*latest_first()).limit(1)).first()
+
+
+def _requests(session: Session, run_id: int) -> list[RequestRecord]:
+    rows = session.scalars(select(RequestRow).where(RequestRow.run_id == run_id).order_by(RequestRow.id))
+    # `or []`: itl_s is NULL on runs recorded before it was measured (0007); expect is
+    # NULL on runs recorded before expectations (0008): no expectation.
+    return [RequestRecord(**{f.name: getattr(r, f.name) for f in fields(RequestRecord)}
+                          | {"itl_s": r.itl_s or [], "expect": Expectation.from_json(r.expect) if r.expect else None})
+            for r in rows]
+
+
+def _metrics(session: Session, run_id: int) -> dict[str, dict[str, float]]:
+    rows = session.execute(
+        select(MetricRow.phase, MetricRow.name, MetricRow.value).where(MetricRow.run_id == run_id).order_by(MetricRow.id)
+    )
+    metrics: dict[str, dict[str, float]] = {}
+    for phase, name, value in rows:
+        metrics.setdefault(phase, {})[name] = value
+    return metrics
+
+
+def _transcript(session: Session, run: Run) -> Transcript:
+    return Transcript(_requests(session, run.id), _metrics(session, run.id), bool(run.aborted_early),
+                      list(run.skipped_requests or ()), Layout.from_json(run.layout))
+
+
+def _noise_floor(session: Session, sweep_id: int, control_cell_id: str) -> tuple[NoiseFloor, int] | None:
+    row = session.scalars(
+        select(NoiseFloorRow)
+        .where(NoiseFloorRow.sweep_id == sweep_id, NoiseFloorRow.control_cell_id == control_cell_id)
+        .order_by(NoiseFloorRow.id.desc()).limit(1)
+    ).first()
+    if row is None:
+        return None
+    from vmatrix.jobs.noise import NoiseFloor
+
+    return NoiseFloor(row.requests, row.identical, row.flips, row.max_drift, row.max_flip_margin), row.run_id

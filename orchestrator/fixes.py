@@ -31,7 +31,8 @@ from typing import Any
 import yaml
 
 from vmatrix.cells import Cell
-from vmatrix.db.store import FixesRecord, Store
+from vmatrix.db.records import FixesRecord
+from vmatrix.db.store import Store
 from vmatrix.errors import InputError, NotFoundError, SpecError
 from vmatrix.images.recipe import patches_dir
 from vmatrix.orchestrator.plan.matrix import Plan, expand

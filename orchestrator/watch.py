@@ -33,7 +33,8 @@ from vmatrix.orchestrator.spec.engines import EngineSpec
 from vmatrix.orchestrator.spec.matrix_file import MatrixSpec
 
 if TYPE_CHECKING:
-    from vmatrix.db.store import BisectRecord, Store
+    from vmatrix.db.records import BisectRecord
+    from vmatrix.db.store import Store
     from vmatrix.orchestrator.bisect import BisectReport, BisectRequest, Step
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ def _engine_of(spec: MatrixSpec, cell: Cell) -> EngineSpec:
 
 def _failed(req: BisectRequest, change: Change, steps: list[Step], error: str, mode: str, wall_s: float,
             candidates: list[str]) -> BisectRecord:
-    from vmatrix.db.store import BisectRecord
+    from vmatrix.db.records import BisectRecord
     from vmatrix.orchestrator.bisect.report import step_json
 
     return BisectRecord(mode=mode, distribution=change.cell.engine.distribution, good=req.good, bad=req.bad,

@@ -164,15 +164,13 @@ def test_a_cell_laid_out_on_another_block_than_its_control_is_not_graded_against
 def test_hits_are_counted_per_shape_for_the_45238_finding() -> None:
     """Constructed runs: with speculative decoding the cold race hits nothing, without it 16
     resends hit; the other shapes hit in both."""
-    from vmatrix.cells import Cell, ModelRef
     from vmatrix.orchestrator.sweep.grading import _hits_by_place
 
     spec_on, spec_off = _run(), _run()
     for r in spec_on.requests:
         if r.phase.startswith("cold_race/"):
             r.cached_tokens = 0
-    cell = Cell("x", None, {}, ModelRef("p", "d", "canary:x"), SPEC.model_dump(mode="json"), "w", "c")  # type: ignore[arg-type]
-    by = _hits_by_place(cell, spec_on, spec_off)
+    by = _hits_by_place(SPEC, spec_on, spec_off)
     assert by["shape cold_race"] == (0, 16 * BLOCK)
     assert by["shape same"][0] == by["shape same"][1] > 0
 

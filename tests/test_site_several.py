@@ -21,8 +21,9 @@ from test_results_queries import NEW, OLD, make_cell, record
 from typer.testing import CliRunner
 
 from vmatrix.cells import Grade
+from vmatrix.db.records import BisectRecord
 from vmatrix.db.site import build_site
-from vmatrix.db.store import BisectRecord, Store
+from vmatrix.db.store import Store
 from vmatrix.orchestrator.cli import app
 from vmatrix.orchestrator.spec.knobs import Knobs
 

@@ -20,7 +20,8 @@ from test_bisect import FakeEngine, commit_candidates, subject, tagged_clone
 from typer.testing import CliRunner
 
 from vmatrix.cells import direction
-from vmatrix.db.store import BisectRecord, Store
+from vmatrix.db.records import BisectRecord
+from vmatrix.db.store import Store
 from vmatrix.errors import SpecError
 from vmatrix.orchestrator.bisect import run_bisect
 from vmatrix.orchestrator.bisect.selector import parse_selector, select_cells

@@ -13,7 +13,7 @@ from vmatrix.orchestrator.bisect.predicate import Answer, Predicate
 from vmatrix.orchestrator.bisect.search import SearchResult, Step
 
 if TYPE_CHECKING:
-    from vmatrix.db.store import BisectRecord
+    from vmatrix.db.records import BisectRecord
 
 
 @dataclass
@@ -79,7 +79,7 @@ def step_json(step: Step) -> dict[str, Any]:
 
 def to_record(report: BisectReport, good: str, bad: str, source: str, repo: str | None = None) -> BisectRecord:
     """What ``report`` found, to be appended to the results DB (``Store.record_bisect``)."""
-    from vmatrix.db.store import BisectRecord
+    from vmatrix.db.records import BisectRecord
 
     r = report.result
     return BisectRecord(

@@ -22,7 +22,7 @@ from vmatrix.db.counters import SPEC_DRAFTS, rates
 from vmatrix.db.evidence import ground_truth, unmeasured_of
 from vmatrix.db.queries import CellDetail, RunDetail
 from vmatrix.db.reads import PREFIX_HITS, PREFIX_QUERIES
-from vmatrix.db.store import ShrinkRecord
+from vmatrix.db.records import ShrinkRecord
 
 # partial: not clean's green; a verdict to read the reasons of (listed under it).
 VERDICT_STYLE = {"clean": "green", "partial": "bold yellow3", "control": "cyan", "degraded": "yellow",

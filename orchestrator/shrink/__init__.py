@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from vmatrix.db.queries import sweep_info
-from vmatrix.db.store import ShrinkRecord, Store
+from vmatrix.db.records import ShrinkRecord
+from vmatrix.db.store import Store
 from vmatrix.errors import InputError, SpecError
 from vmatrix.orchestrator.plan.canary import is_canary
 from vmatrix.orchestrator.plan.matrix import expand

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vmatrix.cells import Cell, Grade, RunOutcome
 from vmatrix.db.models import Run
-from vmatrix.db.store import Store
+from vmatrix.db.store import GradingRead, Store
 from vmatrix.jobs.grade import PREFIX_HITS, Exercised, grade_transcripts
 from vmatrix.jobs.noise import NoiseFloor, noise_floor, scaled_tie_margin
 from vmatrix.jobs.replay import model_end_tokens
@@ -30,11 +30,11 @@ from vmatrix.orchestrator.stack.geometry import lmcache_on
 from vmatrix.records import Layout, Transcript
 
 
-def exercised(cell: Cell) -> Exercised:
+def exercised(cell: Cell, spec: WorkloadSpec | None = None) -> Exercised:
     """What a cell claims to test, for the grader's coverage check: its knobs, and the
-    restart points of its workload."""
+    restart points of its workload (``spec``: the cell's, when the caller has read it)."""
     knobs = cell.knobs
-    workload = WorkloadSpec(**cell.workload)
+    workload = spec or WorkloadSpec(**cell.workload)
     return Exercised(
         prefix_caching=bool(knobs.get("prefix_caching")),
         speculative=knobs.get("speculative") is not None,
@@ -44,10 +44,10 @@ def exercised(cell: Cell) -> Exercised:
     )
 
 
-def shaped(cell: Cell, layout: Layout | None) -> Shaped | None:
+def shaped(cell: Cell, layout: Layout | None, spec: WorkloadSpec | None = None) -> Shaped | None:
     """A shaped cell's requests as its run laid them out (its recorded layout), with what its
-    knobs make of them; None for an unshaped workload."""
-    spec = WorkloadSpec(**cell.workload)
+    knobs make of them; None for an unshaped workload (``spec``: the cell's, when read)."""
+    spec = spec or WorkloadSpec(**cell.workload)
     if spec.shapes is None or layout is None or layout.block_tokens is None:
         return None
     kinds = {s.name: s.kind for s in spec.shapes}
@@ -102,28 +102,31 @@ def grade_cell(
         return Grade(outcome.status, outcome.signature or outcome.message or outcome.status, _failure_evidence(outcome))
     if cell.is_control:
         return Grade("control", "reference run for its cells")
-    control = store.latest_run(cell.control_id) if cell.control_id else None
+    if not cell.control_id:
+        return Grade("ungraded", "control has not run")
+    # All the store has for this grade, read at once: the control's newest run and its
+    # transcript, the sweep's noise floor, and the sibling a finding compares hits with.
+    read = store.grading_read(cell.control_id, sweep_id if grading.calibrate else None, _sibling_id(cell))
+    control = read.control
     if control is None:
         return Grade("ungraded", "control has not run")
     if control.status != "ok":
         return Grade("ungraded", f"control {control.status}: {control.signature or ''}".strip(), control_run_id=control.id)
-    assert outcome.transcript is not None
-    control_transcript = store.transcript_for(control.id)
+    assert outcome.transcript is not None and read.control_transcript is not None
+    control_transcript = read.control_transcript
     if mismatch := layout_mismatch(outcome.transcript, control_transcript):
         return Grade("ungraded", mismatch, {"layout": outcome.transcript.layout.to_json()},  # type: ignore[union-attr]
                      control_run_id=control.id)
-    floor: NoiseFloor | None = None
-    if grading.calibrate and sweep_id is not None and cell.control_id:
-        measured = store.noise_floor(sweep_id, cell.control_id)
-        floor = measured[0] if measured else None
+    floor: NoiseFloor | None = read.floor
+    spec = WorkloadSpec(**cell.workload)  # the cell's workload, read once for every step below
     ignore = set(grading.ignore_symptoms) | set(excused_symptoms(cell.model.name))
     layout = outcome.transcript.layout
     verdict, summary, evidence = grade_transcripts(
         outcome.transcript, control_transcript, grading.tie_margin, grading.max_tie_flip_fraction,
-        floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
+        floor, sorted(ignore), exercised(cell, spec), tie_steps=grading.tie_steps,
         logit_scale=model_logit_scale(grading, cell.model.name), end_tokens=end_tokens_for(cell),
         block_tokens=(block := _block_tokens(outcome.log_path) or _layout_block(layout) or engine_block),
-        shaped=shaped(cell, layout),
+        shaped=shaped(cell, layout, spec),
     )
     # Kept with the grade: a regrade on a machine without the engine's log reads it here.
     evidence["engine_block"] = block
@@ -134,35 +137,39 @@ def grade_cell(
                 f"the engine did not say its block size: the shapes were laid out on a guess of {layout.block_tokens}")
             if verdict in ("clean", "partial"):
                 verdict, summary = "unexercised", f"not exercised: {evidence['coverage']['gaps'][-1]}"
-    if verdict == "unexercised" and (finding := _hits_lost_to_spec(store, cell, outcome.transcript)):
+    if verdict == "unexercised" and (finding := _hits_lost_to_spec(read, spec, outcome.transcript)):
         evidence["finding"] = finding
         summary = f"{summary}; {finding}"
     return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
 
 
-def _hits_lost_to_spec(store: Store, cell: Cell, transcript: Transcript) -> str | None:
-    """vLLM issue 45238 as a finding: a prefix-caching cell with speculative decoding that
-    hit nothing (in a shape, for a shaped workload; else in the whole run), where the same
-    cell without speculative decoding hit there."""
+def _sibling_id(cell: Cell) -> str | None:
+    """The same cell without speculative decoding, for a prefix-caching cell with it (the
+    finding of :func:`_hits_lost_to_spec`); None for any other cell."""
     if not cell.knobs.get("prefix_caching") or not cell.knobs.get("speculative"):
         return None
-    sibling = Cell.make_id(cell.engine, {**cell.knobs, "speculative": None}, cell.model.digest, cell.workload_digest)
-    run = store.latest_run(sibling)
-    if run is None or run.status != "ok":
+    return Cell.make_id(cell.engine, {**cell.knobs, "speculative": None}, cell.model.digest, cell.workload_digest)
+
+
+def _hits_lost_to_spec(read: GradingRead, spec: WorkloadSpec, transcript: Transcript) -> str | None:
+    """vLLM issue 45238 as a finding: a prefix-caching cell with speculative decoding that
+    hit nothing (in a shape, for a shaped workload; else in the whole run), where the same
+    cell without speculative decoding (``read.sibling``) hit there."""
+    run, theirs = read.sibling, read.sibling_transcript
+    if run is None or theirs is None:
         return None
-    theirs = store.transcript_for(run.id)
     lost = [f"{where} ({hits:.0f} tokens hit there without it)"
-            for where, (mine, hits) in _hits_by_place(cell, transcript, theirs).items() if mine == 0 and hits > 0]
+            for where, (mine, hits) in _hits_by_place(spec, transcript, theirs).items() if mine == 0 and hits > 0]
     if not lost:
         return None
     return (f"finding (vLLM issue 45238): with speculative decoding no prefix-cache hit in {'; '.join(lost)}, "
             f"where the same cell without it (run {run.id}) hit")
 
 
-def _hits_by_place(cell: Cell, mine: Transcript, theirs: Transcript) -> dict[str, tuple[float, float]]:
+def _hits_by_place(spec: WorkloadSpec, mine: Transcript, theirs: Transcript) -> dict[str, tuple[float, float]]:
     """Prefix-cache hits of two runs of a cell's workload: per shape from each request's
     reported hit, or over the whole run from the counters (unshaped, or not reported)."""
-    if WorkloadSpec(**cell.workload).shapes is not None and all(
+    if spec.shapes is not None and all(
             r.cached_tokens is not None for r in mine.requests + theirs.requests):
         out: dict[str, list[float]] = {}
         for n, t in enumerate((mine, theirs)):
