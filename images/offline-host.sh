@@ -40,6 +40,8 @@ export VMATRIX_SITE=${VMATRIX_SITE:-/root/vmatrix-site}
 export VMATRIX_DATA=${VMATRIX_DATA:-/root/vmatrix-data}
 export VMATRIX_CACHE=$VMATRIX_WHEELHOUSE/_cache
 export VMATRIX_GPU_FRACTION=${VMATRIX_GPU_FRACTION-0.25}
+# The checkout is not installed here: with it on PYTHONPATH, vmatrix/__init__.py finds its
+# layers beside it (vmatrix.db is $REPO/db), for this shell and the Ray workers it starts.
 export PYTHONPATH=$VMATRIX_SITE:$REPO
 export RAY_USAGE_STATS_ENABLED=0
 # flashinfer is not staged (its kernels are JIT-built and large); without this vLLM's

@@ -5,6 +5,7 @@ cpu-mamba-align folders and the dflash2-0.26.0 set left out)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -32,3 +33,20 @@ def test_the_wheel_holds_every_patch_set_file(tmp_path: Path) -> None:
     assert tree, "no patch sets in the checkout"
     assert tree - shipped == set()
     assert any("/cpu-mamba-align/0.32.0/" in n for n in shipped)
+
+
+def test_a_checkout_on_pythonpath_imports_its_layers_by_the_one_name(tmp_path: Path) -> None:
+    # images/offline-host.sh and benchmarks/*.sh run `python -m vmatrix.orchestrator.cli`
+    # with the checkout on PYTHONPATH, not installed: no setup.py mapping exists there. -S
+    # keeps site's .pth files (an editable install's finder) out; the dependencies come in
+    # through PYTHONPATH, as the offline host's VMATRIX_SITE does.
+    import site
+
+    code = ("import sys, vmatrix.db.store, vmatrix.orchestrator.cli.app, vmatrix.images.canary; "
+            "print(sys.modules['vmatrix.orchestrator.cli.app'].__file__); print(sys.modules['vmatrix.images.canary'].__file__)")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([str(ROOT), *site.getsitepackages()])}
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(ROOT / "orchestrator" / "cli" / "app.py"),
+                                   str(ROOT / "images" / "canary" / "__init__.py")]
