@@ -21,7 +21,7 @@ first one (``answer_chars``): the answer that an expectation is graded on.
 
 Early abort: given the control's tokens and margins (:class:`ControlReference`), the
 replay compares each phase's answers as they arrive, with the grader's own
-:func:`jobs.grade.first_divergence`, and stops sending once enough of them diverge at
+:func:`jobs.divergence.first_divergence`, and stops sending once enough of them diverge at
 a clear margin; the requests it never sent are listed as skipped.
 
 The client is aiohttp: one ``aiohttp.ClientSession`` per engine life (:func:`client_session`),

@@ -238,7 +238,7 @@ def shipped_files(folder: Path) -> dict[str, str]:
 def logit_scale(model_name: str) -> float | None:
     """The canary's largest top-1 logit magnitude, as its build recorded it (key
     ``logit_scale`` of ``vmatrix-canary.json`` in its folder): where its confident choices
-    are made, so the bf16 resolution its margins are rounded to (jobs.grade.scaled_tie_margin).
+    are made, so the bf16 resolution its margins are rounded to (jobs.noise.scaled_tie_margin).
     None for a model that is not a canary, a canary not built here, or one whose build
     recorded none.
     """
