@@ -75,6 +75,8 @@ def main() -> None:
     p.add_argument("--device", default="cuda")
     p.add_argument("--grace", type=float, default=60, help="seconds the others run on after one escapes")
     p.add_argument("--builder", type=Path, default=BUILDER, help="the canary builder the candidates run")
+    p.add_argument("--stop-file", type=Path, default=None,
+                   help="stop as at the deadline once this file exists (a run in the background, ended from a later call)")
     p.add_argument("--from", dest="origin", type=Path, default=None, help="folder of NAME.tar from an earlier call")
     a = p.parse_args()
     t0 = time.time()
@@ -110,15 +112,17 @@ def main() -> None:
             c.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         print(f"{c.name}: started{' (resumed)' if resume else ''}", flush=True)
     shown = 0.0
+    stopped_at: float | None = None
     while any(c.running() for c in cands):
         time.sleep(2)
         now = time.time()
         for c in cands:
             c.read()
+        stop = now - t0 > a.deadline or (a.stop_file is not None and a.stop_file.exists())
         first = min((c.escaped_at for c in cands if c.escaped_at), default=None)
         for c in cands:
             late = first is not None and c.escaped_at is None and now - first > a.grace
-            if c.running() and (late or now - t0 > a.deadline):
+            if c.running() and (late or stop):
                 c.proc.send_signal(signal.SIGTERM)  # saves resume.pt after its step
         if now - shown > 60:
             shown = now
@@ -126,7 +130,9 @@ def main() -> None:
                 f"{c.name} {c.last.get('what', '-')}{c.last.get('stage', '')}:{c.last.get('step', 0)} "
                 f"{c.last.get('mean', 0) or 0:.3f}{'*' if c.escaped_at else ''}{'' if c.running() else ' done'}"
                 for c in cands), flush=True)
-        if now - t0 > a.deadline + 50:
+        if stop and stopped_at is None:
+            stopped_at = now
+        if stopped_at is not None and now - stopped_at > 50:
             for c in cands:
                 if c.running():
                     c.proc.kill()

@@ -3,10 +3,11 @@
 # the GPU a cell, one sweep each, in one run (docs/GPU.md "Several engines on one GPU",
 # docs/BENCHMARKS.md). Started on the host by
 #   bash images/offline-host.sh packing [RELEASE [MATRIX] [LABEL:FRACTION ...]]
-# which exports the paths. RELEASE (default 0.25.1) picks the matrix's engines
-# (`--engine`); MATRIX (default benchmarks/gpu-packing.yaml; any argument without a
-# colon) the cells, e.g. examples/field-bugs-gpu.yaml, whose `grading: calibrate: true`
-# runs its control twice a step. The steps default to an unmeasured warm-up
+# which exports the paths. RELEASE (default 0.25.1; several with commas: 0.25.1,0.26.0
+# runs both releases' cells in one sweep) picks the matrix's engines (`--engine`);
+# MATRIX (default benchmarks/gpu-packing.yaml; any argument without a colon) the cells,
+# e.g. examples/field-bugs-gpu.yaml, whose `grading: calibrate: true` runs its control
+# twice a step. The steps default to an unmeasured warm-up
 # ($PACKING_WARMUP, default benchmarks/gpu-packing-warmup.yaml: the first start on a
 # fresh host compiles the kernels, ~3 minutes), then serial (1), 0.5 and 0.25. Each
 # step is a fresh `sweep run --rerun` of the same cells, joining the host's Ray head,
@@ -20,6 +21,9 @@
 set -uo pipefail
 release=${1:-0.25.1}
 (($#)) && shift
+engines=()
+IFS=, read -ra releases <<<"$release"
+for r in "${releases[@]}"; do engines+=(--engine "$r"); done
 MATRIX=benchmarks/gpu-packing.yaml
 if (($#)) && [[ $1 != *:* ]]; then MATRIX=$1; shift; fi
 PY=${PYTHON:-python3}
@@ -48,7 +52,7 @@ measure() {  # LABEL FRACTION MATRIX
     smi=$!
   fi
   t0=$(date +%s.%N)
-  VMATRIX_GPU_FRACTION= "$PY" -m vmatrix.orchestrator.cli sweep run "$matrix" --engine "$release" --rerun --address auto \
+  VMATRIX_GPU_FRACTION= "$PY" -m vmatrix.orchestrator.cli sweep run "$matrix" "${engines[@]}" --rerun --address auto \
     --db "$DB" >"$VMATRIX_DATA/packing-$1.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)

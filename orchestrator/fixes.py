@@ -235,6 +235,9 @@ def answer(rows: list[FixRow], release: str) -> str:
             what = {"startup_failed": "does not apply or start", "crashed": "crashes",
                     "timeout": "times out"}.get(r.status, r.status)
             parts.append(f"{r.candidate} {what}: {r.reason}")
+        elif r.verdict and r.wrong is not None:
+            # An unexercised or degraded grade still counted the answers: say how many went wrong.
+            parts.append(f"{r.candidate}{alone} gives {r.verdict} with {_wrong_text(r)}: {r.reason}")
         elif r.verdict:
             parts.append(f"{r.candidate}{alone} gives {r.verdict}: {r.reason}")
         else:

@@ -166,6 +166,17 @@ def test_the_answer_counts_what_a_candidate_leaves_wrong() -> None:
         "pr57128 alone turns it partial; pr51113+pr57128 crashes: RuntimeError: x")
 
 
+def test_an_unexercised_candidate_still_says_how_many_answers_went_wrong() -> None:
+    # The H200's 0.26.0 async-off cell with pr51113 (docs/field-bugs.md): every answer the
+    # control's, graded unexercised because one shape's tail was never reached.
+    rows = [FixRow("as recorded", verdict="corrupt", status="ok", wrong=4, requests=230),
+            FixRow("pr51113", verdict="unexercised", status="ok", wrong=0, requests=230, reason="not exercised: x"),
+            FixRow("other", verdict="unexercised", status="ok", reason="not exercised: y")]
+    assert answer(rows, "vllm 0.26.0") == (
+        "On vllm 0.26.0 (recorded corrupt, 4 of 230 wrong): pr51113 alone gives unexercised with 0 of 230 wrong: "
+        "not exercised: x; other alone gives unexercised: not exercised: y")
+
+
 def test_results_show_the_report_and_the_site_show_the_search(recorded) -> None:
     store, cell, _, tmp, engine = recorded
     result = find_fixes(store, cell.id, [str(tmp / "fix.patch")], tmp / "logs", run_sweep=engine)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -185,3 +188,32 @@ def test_it_says_not_reproduced_and_not_tested(tmp_path: Path, written: tuple[Pa
     broken = _run(script, tmp_path / "missing.py", model, tmp_path / "a", "--runs", "1")
     assert broken.returncode == 125, broken.stdout + broken.stderr
     assert "exited" in broken.stderr
+
+
+def test_a_terminated_script_stops_its_engine_first(tmp_path: Path, written: tuple[Path, Path]) -> None:
+    """SIGTERM to the script while its engine starts: the engine's process group is gone
+    when the script has exited. (The "engine" is a process that never serves: what is
+    tested is the script's process handling, not vLLM.)"""
+    script, _, model = _stand_in(tmp_path, written[0].read_text())
+    sleeper = tmp_path / "sleeper.py"
+    pid_file = tmp_path / "engine.pid"
+    sleeper.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, str(script), "--model", str(model), "--vllm", f"{sys.executable} {sleeper}",
+                             "--startup-timeout", "300", "--logs", str(tmp_path / "logs")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"})
+    deadline = time.monotonic() + 60
+    while not pid_file.is_file() or not pid_file.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    engine = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 128 + signal.SIGTERM
+    for _ in range(100):
+        try:
+            os.kill(engine, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(engine, signal.SIGKILL)
+        raise AssertionError("the engine outlived the script")

@@ -624,7 +624,16 @@ def run_once(args: argparse.Namespace, flags: list[str], label: str, logs: Path)
         engine.stop()
 
 
+def _exit_on_signal(signum: int, frame: object) -> None:
+    # The engine runs in its own session (so that its workers go with it): a SIGTERM or
+    # SIGHUP that killed this process outright would leave it serving. Raised as an exit,
+    # run_once's `finally` stops it first.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--model", default=MODEL, help="the model folder (default: %(default)s)")
     parser.add_argument("--vllm-python", "--python", default=sys.executable,
