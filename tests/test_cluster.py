@@ -120,7 +120,16 @@ def _ours(container: Any) -> bool:
 
 
 def _engines(cell_id: str | None = None) -> list[Any]:
+    from docker.errors import NotFound
+
     label = f"{LABEL_CELL}={cell_id}" if cell_id else LABEL_OWNER
+    # docker-py lists, then inspects each container: one removed in between (an engine
+    # going with its dead node, what this test waits for) raises NotFound. Look again.
+    for _ in range(20):
+        try:
+            return [c for c in DOCKER.containers.list(all=True, filters={"label": label}) if _ours(c)]
+        except NotFound:
+            time.sleep(0.2)
     return [c for c in DOCKER.containers.list(all=True, filters={"label": label}) if _ours(c)]
 
 
