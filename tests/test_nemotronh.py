@@ -150,6 +150,41 @@ def test_the_nemotronh_checkpoint_is_what_vllm_loads_with_a_frozen_long_memory_d
     assert _header(tmp_path / "trained" / "model.safetensors") == _expected(cfg)
 
 
+@pytest.mark.engine
+def test_the_builders_einsum_scan_is_transformers_mamba2_scan(tmp_path: Path) -> None:
+    """The builder trains with its own einsum form of transformers' PyTorch Mamba2 scan (the
+    original multiplies out an 8 GiB tensor a layer at the first stage's batch); it must be
+    the same function: outputs, final states and every input's gradient, through padding
+    (300 tokens in chunks of 64) and an initial state, in the engine venv's transformers."""
+    python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
+    code = r"""
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import build_nemotronh as b
+from transformers.models.nemotron_h import modeling_nemotron_h as mod
+def run(f):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 300, 4, 16, generator=g).requires_grad_()
+    dt = torch.randn(2, 300, 4, generator=g).requires_grad_()
+    B = torch.randn(2, 300, 1, 32, generator=g).requires_grad_()
+    C = torch.randn(2, 300, 1, 32, generator=g).requires_grad_()
+    D = torch.rand(4, generator=g).requires_grad_()
+    init = torch.randn(2, 4, 16, 32, generator=g)
+    out, fin = f(x, dt, -torch.rand(4, generator=g) * 0.05, B, C, chunk_size=64, D=D, dt_bias=torch.zeros(4),
+                 initial_states=init, dt_softplus=True, return_final_states=True)
+    (out.square().mean() + fin.sum()).backward()
+    return [out, fin, x.grad, dt.grad, B.grad, C.grad, D.grad]
+ours, theirs = run(b.chunk_scan), run(mod.mamba2_chunk_scan)
+print(max(float((a - c).abs().max() / c.abs().max()) for a, c in zip(ours, theirs)))
+print(float((ours[0] - run(lambda *a, **k: b.chunk_scan(*a, **{**k, "chunk_size": 128}))[0]).abs().max()))
+"""
+    out = subprocess.run([str(python), "-c", code, str(BUILDER.parent)], capture_output=True, text=True,
+                         check=True, env=ENV).stdout.split()
+    assert float(out[0]) < 1e-5, f"relative difference {out[0]}"
+    # Not a comparison that passes by construction: another chunking sums in another order.
+    assert 0 < float(out[1]) < 1e-3
+
+
 def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is_not_trained_yet(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both builders' bytes are a Nemotron-H recipe's identity (it imports build_canary.py);

@@ -93,6 +93,72 @@ def config(args, tokenizer, vocab_size: int):
     )
 
 
+def chunk_scan(hidden_states, dt, A, B, C, chunk_size, D=None, dt_bias=None, initial_states=None,
+               dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False, **_):
+    """transformers' PyTorch Mamba2 chunked scan (``mamba2_chunk_scan``, the SSD "minimal"
+    form), the same sums contracted with einsum. transformers multiplies each product out
+    before it sums (``(C[..., None, :, :] * B[..., None, :, :, :]).sum(-1)``): at chunk 128,
+    state 128 and batch 64 that is an 8 GiB tensor a layer kept for the backward, which
+    held each H200 builder at 25.5 GB, killed two of six with CUDA OOM and ran stage 1 at
+    1.1 s a step (2026-12-03). The result is the same function (tests/test_nemotronh.py
+    compares values and gradients with transformers' own); only the order of the float sums
+    differs."""
+    import torch
+    import torch.nn.functional as F
+    from transformers.models.nemotron_h.modeling_nemotron_h import reshape_into_chunks, segment_sum
+
+    batch, length, heads, head_dim = hidden_states.shape
+    groups = B.shape[2]
+    if dt_bias is not None:
+        dt = dt + dt_bias.to(dt.dtype)
+    if dt_softplus:
+        dt = F.softplus(dt)
+    dt = torch.clamp(dt, min=dt_limit[0], max=dt_limit[1]).float()
+    x = hidden_states.float()
+    B = B.float().repeat_interleave(heads // groups, dim=2, output_size=heads)
+    C = C.float().repeat_interleave(heads // groups, dim=2, output_size=heads)
+    pad = (chunk_size - length % chunk_size) % chunk_size
+    residual = D[..., None] * F.pad(x, (0, 0, 0, 0, 0, pad)) if D is not None else None
+    x = x * dt[..., None]
+    A = A.to(x.dtype) * dt
+    x, A, B, C = (reshape_into_chunks(t, pad, chunk_size) for t in (x, A, B, C))
+    A = A.permute(0, 3, 1, 2)  # b h c l
+    A_cumsum = torch.cumsum(A, dim=-1)
+    L = torch.exp(segment_sum(A))  # b h c l s
+    # 1. within each chunk
+    scores = torch.einsum("bclhn,bcshn->bclsh", C, B) * L.permute(0, 2, 3, 4, 1)
+    y_diag = torch.einsum("bclsh,bcshp->bclhp", scores, x)
+    # 2. each chunk's own end state
+    decay_states = torch.exp(A_cumsum[:, :, :, -1:] - A_cumsum)  # b h c l
+    states = torch.einsum("bclhn,bclhp->bchpn", B * decay_states.permute(0, 2, 3, 1)[..., None], x)
+    # 3. states carried across chunks
+    previous = (initial_states[:, None].to(dtype=states.dtype, device=states.device)
+                if initial_states is not None else torch.zeros_like(states[:, :1]))
+    states = torch.cat([previous, states], dim=1)
+    decay_chunk = torch.exp(segment_sum(F.pad(A_cumsum[:, :, :, -1], (1, 0))))  # b h z c
+    new_states = torch.einsum("bhzc,bchpn->bzhpn", decay_chunk, states)
+    states, final_state = new_states[:, :-1], new_states[:, -1]
+    # 4. the carried state read out in each chunk
+    y_off = torch.einsum("bclhn,bchpn->bclhp", C, states) * torch.exp(A_cumsum).permute(0, 2, 3, 1)[..., None]
+    out = (y_diag + y_off).reshape(batch, -1, heads, head_dim)
+    if residual is not None:
+        out = out + residual
+    if pad > 0:
+        out = out[:, :length]
+    return (out, final_state) if return_final_states else out
+
+
+def use_einsum_scan() -> None:
+    """Make transformers' Nemotron-H mixer train with ``chunk_scan`` (its forward calls the
+    module's ``mamba2_chunk_scan`` by name)."""
+    from transformers.models.nemotron_h import modeling_nemotron_h as mod
+
+    if not hasattr(mod, "mamba2_chunk_scan"):
+        raise SystemExit("transformers' Nemotron-H has no mamba2_chunk_scan to replace: this builder was "
+                         "written against transformers 5.17-5.19")
+    mod.mamba2_chunk_scan = chunk_scan
+
+
 def mamba_mixers(model):
     return [layer.mixer for layer in model.model.layers if layer.block_type == "linear_attention"]
 
@@ -103,6 +169,7 @@ def new_model(args, tokenizer, vocab_size: int):
     import torch
     from transformers import NemotronHForCausalLM
 
+    use_einsum_scan()
     cfg = config(args, tokenizer, vocab_size)
     model = NemotronHForCausalLM(cfg).to(torch.float32)
     with torch.no_grad():
