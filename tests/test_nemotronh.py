@@ -199,7 +199,9 @@ def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is
         NEMOTRONH_BUILDER.read_bytes() + BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()
     assert canary_recipe("tiny-qwen3next")["builder"] == hashlib.sha256(
         BUILDER.read_bytes() + CORPUS.read_bytes()).hexdigest()
-    assert CANARIES["tiny-nemotronh"]["stage"] == CANARIES["tiny-qwen3next"]["stage"], "the same curriculum"
+    ours, theirs = CANARIES["tiny-nemotronh"]["stage"], CANARIES["tiny-qwen3next"]["stage"]
+    assert ours[1:] == theirs[1:] and ours[0] == theirs[0].replace("steps=4000", "steps=12000"), \
+        "the same curriculum, but for the first stage's cap (Mamba2's plateau is longer)"
     assert excused_symptoms("canary:random-nemotronh") == ("acceptance_low",)
     assert excused_symptoms("canary:tiny-nemotronh") == ()
 
