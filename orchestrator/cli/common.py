@@ -107,11 +107,14 @@ def open_for_reading(db: str | Path | None) -> Readable:
     :meth:`Store.open`, as every other command does.
     """
     from vmatrix.db.reads import open_sqlite_at_head
-    from vmatrix.db.store import Store
 
     target = readable(db or default_db())
     found = open_sqlite_at_head(target)
-    return found if found is not None else Store.open(target)
+    if found is not None:
+        return found
+    from vmatrix.db.store import Store  # SQLAlchemy: only when the file is not read through sqlite3
+
+    return Store.open(target)
 
 
 @contextmanager
