@@ -4,10 +4,15 @@ import json
 import sqlite3
 import statistics
 import sys
+from pathlib import Path
 
+from vmatrix.db.copies import is_archive, unpacked
 from vmatrix.db.samples import decode_tps
+from vmatrix.orchestrator.paths import cache_dir
 
-db = sqlite3.connect(sys.argv[1])
+source = Path(sys.argv[1])
+# A NAME.db.xz (docs/runs keeps its largest DBs so) is read from its unpacked copy, as `--db` reads it.
+db = sqlite3.connect(unpacked(source, cache_dir() / "dbs") if is_archive(source) else source)
 grade = {r[0]: r[1] for r in db.execute("select run_id, verdict from grades order by id")}
 rows = []
 for rid, cell, status, sig, msg, timings in db.execute("select id, cell_id, status, signature, message, timings from runs order by id"):

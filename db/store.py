@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
 from sqlalchemy.orm import Session, sessionmaker
 
 from vmatrix.cells import Cell, Grade, RunOutcome
+from vmatrix.db.copies import refuse_archive
 from vmatrix.db.models import (
     BisectRow,
     CellRow,
@@ -134,8 +135,11 @@ class Store:
         """Open (creating or upgrading through migrations) a file path or a SQLAlchemy URL.
 
         SQLite files and PostgreSQL (``postgresql://`` or ``postgresql+psycopg://``, the
-        ``pg`` extra) are tested; a URL that cannot be used raises :class:`StoreError`.
+        ``pg`` extra) are tested; a URL that cannot be used raises :class:`StoreError`, and
+        so does an xz archive (``NAME.db.xz``): it is read-only, and a read opens the copy
+        :func:`db.copies.for_reading` unpacks, never the archive.
         """
+        refuse_archive(url_or_path)
         url = to_url(url_or_path)
         # A file is named as the user gave it; a URL without its password.
         shown = url.render_as_string(hide_password=True) if "://" in str(url_or_path) else str(url_or_path)

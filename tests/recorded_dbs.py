@@ -9,11 +9,11 @@ puts a plain copy where a test may open (and so migrate) it.
 
 from __future__ import annotations
 
-import hashlib
-import lzma
 import shutil
 import tempfile
 from pathlib import Path
+
+from vmatrix.db import copies
 
 RUNS = Path(__file__).resolve().parent.parent / "docs" / "runs"
 
@@ -29,7 +29,8 @@ def db_name(path: Path) -> str:
 
 def unpacked(name: str) -> Path:
     """``docs/runs/NAME`` readable as SQLite: itself, or its ``.xz`` decompressed once into a
-    temp folder named for the compressed file's digest (a changed file unpacks afresh).
+    temp folder named for the compressed file's digest (a changed file unpacks afresh), the
+    way ``--db NAME.db.xz`` is read (``vmatrix.db.copies.unpacked``).
     Open copies (``copy_to``), not this: opening a store migrates it."""
     plain = RUNS / name
     if plain.is_file():
@@ -37,15 +38,7 @@ def unpacked(name: str) -> Path:
     packed = RUNS / f"{name}.xz"
     if not packed.is_file():
         raise FileNotFoundError(f"docs/runs/{name}: neither it nor {name}.xz is there")
-    digest = hashlib.sha256(packed.read_bytes()).hexdigest()[:16]
-    out = Path(tempfile.gettempdir()) / f"vmatrix-recorded-{digest}" / name
-    if not out.is_file():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        part = out.with_suffix(".part")
-        with lzma.open(packed) as src, open(part, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        part.replace(out)  # whole or absent, if two sessions unpack at once
-    return out
+    return copies.unpacked(packed, Path(tempfile.gettempdir()) / "vmatrix-recorded")
 
 
 def copy_to(path: Path, folder: Path) -> Path:

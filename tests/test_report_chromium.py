@@ -2,7 +2,7 @@
 
 Two stores. A *synthetic recorded run* (see ``test_results_queries.build_sweep``): cells,
 outcomes and grades built as dataclasses and recorded through ``Store``; no engine runs.
-And a real one: docs/runs/gpu-h200-verdicts-2026-12-01.db, vLLM 0.26.0 on an H200 with
+And a real one: docs/runs/gpu-h200-verdicts-2026-12-01.db.xz, vLLM 0.26.0 on an H200 with
 the trained canary (docs/GPU.md), whose plots must show what its runs recorded; its
 sweep 1 is the screenshot in docs/ (``VMATRIX_WRITE_SCREENS=1`` writes it again).
 What is real in both is the page and the browser: the report must render with no
@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from test_results_queries import build_sweep
 
+from tests.recorded_dbs import unpacked
 from vmatrix.db.queries import cell_results
 from vmatrix.db.report import write_report
 from vmatrix.db.store import Store
@@ -38,7 +39,7 @@ FLAGS = [
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED = ROOT / "docs" / "runs" / "gpu-h200-verdicts-2026-12-01.db"
+RECORDED = unpacked("gpu-h200-verdicts-2026-12-01.db")
 SCREENSHOT = ROOT / "docs" / "report-screenshot.png"
 
 

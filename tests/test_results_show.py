@@ -1,6 +1,6 @@
 """`vmatrix results show CELL` read by a person, on a real recorded store.
 
-The store is docs/runs/gpu-h200-verdicts-2026-12-01.db: real vLLM 0.26.0 runs of the
+The store is docs/runs/gpu-h200-verdicts-2026-12-01.db.xz: real vLLM 0.26.0 runs of the
 canary on an H200 (docs/GPU.md), graded by the grader of that day. Every expected value
 below is read from that store's own rows in the test, not written down, so a change to the
 view that drops or garbles what was recorded fails here.
@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.recorded_dbs import unpacked
 from vmatrix.orchestrator.cli import app
 
 runner = CliRunner()
-RECORDED = Path(__file__).parent.parent / "docs" / "runs" / "gpu-h200-verdicts-2026-12-01.db"
+RECORDED = unpacked("gpu-h200-verdicts-2026-12-01.db")
 
 
 @pytest.fixture

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.recorded_dbs import unpacked
 from vmatrix.orchestrator.cli import app
 
 ROOT = Path(__file__).parent.parent
 SCREENS = ROOT / "docs" / "screens"
-RECORDED = ROOT / "docs" / "runs" / "gpu-h200-verdicts-2026-12-01.db"
+RECORDED = unpacked("gpu-h200-verdicts-2026-12-01.db")
 
 # name -> argv; "{db}" is the copy of the recorded store.
 COMMANDS = {
@@ -58,13 +59,15 @@ def test_narrow_table_keeps_every_result_and_wide_keeps_the_grid(tmp_path: Path,
     """The recorded store's lookup table at 80 columns is a list holding every table
     cell's text (read from the grid the same store gives at full width)."""
     from vmatrix.db.reads import open_sqlite_at_head
+    from vmatrix.db.store import Store
     from vmatrix.db.table import lookup_table
 
     monkeypatch.delenv("COLUMNS", raising=False)  # "piped" below means no width set
     db = tmp_path / "recorded.db"
     shutil.copy(RECORDED, db)
     runner = CliRunner()
-    assert runner.invoke(app, ["results", "ls", "--db", str(db)]).exit_code == 0  # migrates the copy to head
+    assert runner.invoke(app, ["results", "ls", "--db", str(db)]).exit_code == 0
+    Store.open(db).close()  # the copy migrated to head: a read command leaves it as recorded
     source = open_sqlite_at_head(db)
     assert source is not None
     table = lookup_table(source, ["engine"], ["prefix_caching", "speculative"])

@@ -200,7 +200,7 @@ def test_one_db_keeps_its_pages_as_before(dbs, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("given", "message"), [
     ("missing.db", "error: --db {tmp}/missing.db: no such file or folder"),
-    ("empty", "error: --db {tmp}/empty: a folder with no *.db file in it"),
+    ("empty", "error: --db {tmp}/empty: a folder with no *.db or *.db.xz file in it"),
 ])
 def test_a_db_that_is_not_there_is_one_line_naming_the_flag(tmp_path: Path, given: str, message: str) -> None:
     (tmp_path / "empty").mkdir()

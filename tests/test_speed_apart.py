@@ -1,6 +1,6 @@
 """Correctness and speed apart, on a real recorded store.
 
-docs/runs/gpu-h200-dflash2-0.26.0-2026-12-02.db: vLLM 0.26.0 on an H200 serving the canary
+docs/runs/gpu-h200-dflash2-0.26.0-2026-12-02.db.xz: vLLM 0.26.0 on an H200 serving the canary
 with its DFlash drafter df1 (docs/dflash2.md). Every answer equals the control's, and the
 drafter's tokens are accepted 1.5% of the time; the grader of that day recorded those cells
 `degraded` (acceptance_low). Graded again by today's grader (`results regrade`, appended),
@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.recorded_dbs import unpacked
 from vmatrix.orchestrator.cli import app
 
-RECORDED = Path(__file__).parent.parent / "docs" / "runs" / "gpu-h200-dflash2-0.26.0-2026-12-02.db"
+RECORDED = unpacked("gpu-h200-dflash2-0.26.0-2026-12-02.db")
 runner = CliRunner()
 
 

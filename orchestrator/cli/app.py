@@ -134,7 +134,7 @@ def _recorded(db: str | None, cell_ids: list[str]) -> dict[str, str] | None:
     target = db or str(default_db())
     if "://" not in target and not Path(target).exists():
         return None
-    store = open_store(target)
+    store = open_store(target, write=False)
     found: dict[str, str] = {}
     for cell_id in cell_ids:
         if (run := store.latest_run(cell_id)) is not None:
@@ -219,7 +219,7 @@ def sweep_run(
     plan = _plan(matrix, engine, controls_only, cells)
     if runtime not in (None, "local", "docker"):
         fail(f"--runtime: '{runtime}' is not one of local, docker")
-    store = open_store(db)
+    store = open_store(db, write=True)
     sweep_id = store.create_sweep(plan.spec.name, str(matrix), matrix.read_text())
     labels = {c.id: f"{c.engine.label} [{describe_knobs(c.knobs)}]" for c in plan.cells}
     with SweepView(console, labels, lines=progress) as view:
@@ -320,7 +320,7 @@ def canary_report(
         fail(f"--lengths: '{lengths}' is not a comma-separated list of token counts")
     text = report_matrix(name, sizes, vllm=vllm, requests=requests)
     plan = expand(parse_spec(text, f"canary report {name}"), f"canary-report-{name}.yaml")
-    store = open_store(db)
+    store = open_store(db, write=True)
     sweep_id = store.create_sweep(plan.spec.name, f"canary report {name}", text)
     try:
         run_sweep(plan, store, sweep_id, runs_dir(), listener=lambda cid, phase: console.print(f"{cid[:8]} {phase}"))
@@ -365,7 +365,7 @@ def results_ls(db: DbOpt = None, sweep: Annotated[int | None, typer.Option(help=
     table.add_column("time", justify="right", no_wrap=True)
     if wide:
         table.add_column("signature", overflow="fold", ratio=1)
-    store = open_store(db)
+    store = open_store(db, write=False)
     runs = list_runs(store, sweep_id=sweep, results=wanted)
     if not runs and wanted:
         console.print(f"no run whose result is {' or '.join(sorted(wanted))}", highlight=False)
@@ -405,7 +405,7 @@ def results_show(
 
     if fmt not in ("text", "json"):
         fail(f"--format: '{fmt}' is not one of text, json")
-    store = open_store(db)
+    store = open_store(db, write=False)
     detail = show_cell(store, cell)
     fixes = store.fixes(detail.cell_id)
     shrinks = store.shrinks(detail.cell_id)

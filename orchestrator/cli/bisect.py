@@ -124,7 +124,7 @@ def bisect(
                         wheel_url=wheel_url, find_fix=find_fix, pre=pre, db=db)
     if not matrix.is_file():
         fail(f"{matrix}: no such matrix file")
-    store = open_store(db)
+    store = open_store(db, write=True)
     progress = BisectProgress()
     stop = progress.stop
     try:

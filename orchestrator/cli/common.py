@@ -14,7 +14,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from vmatrix.errors import VmatrixError
-from vmatrix.orchestrator.paths import default_db
+from vmatrix.orchestrator.paths import cache_dir, default_db
 
 if TYPE_CHECKING:
     from vmatrix.db.reads import Readable
@@ -25,7 +25,8 @@ err = Console(stderr=True)
 
 # A str, not a Path: Path would fold the "//" of a URL such as postgresql+psycopg://host/db.
 DB_HELP = "Results database: a SQLite file path or a SQLAlchemy URL, e.g. postgresql+psycopg://host/vmatrix " \
-          "(default: a file in the user data dir)."
+          "(default: a file in the user data dir). A NAME.db.xz is read from an unpacked copy; commands that " \
+          "write refuse it."
 DbOpt = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 IndexOpt = Annotated[str | None, typer.Option(
     "--index-url", help="Resolve release ranges (`vllm: \">=0.30\"`, `latest`) against this index, a mirror, "
@@ -74,25 +75,46 @@ class Commands(TyperGroup):
             fail(error_line(exc))
 
 
-def open_store(db: str | Path | None) -> Store:
-    """The store at ``db`` (path or URL); one that cannot be used is a one-line error."""
+def open_store(db: str | Path | None, *, write: bool) -> Store:
+    """The store at ``db`` (path or URL); one that cannot be used is a one-line error.
+
+    Every command says whether it writes. One that only reads never changes the file it
+    names: an xz archive (``NAME.db.xz``) is read from its unpacked copy, and a store
+    behind the newest migration from a migrated copy, both in the cache
+    (:func:`vmatrix.db.copies.for_reading`). One that writes opens ``db`` itself,
+    migrating it if it is behind; an archive is refused (read-only: decompress it to write).
+    """
     from vmatrix.db.store import Store
 
-    return Store.open(db or default_db())
+    target = db or default_db()
+    return Store.open(target if write else readable(target))
+
+
+def readable(db: str | Path) -> str | Path:
+    """What a read-only command opens for ``db``: itself, or its copy in the cache."""
+    from vmatrix.db.copies import for_reading
+
+    return for_reading(db, cache_dir() / "dbs")
 
 
 def open_for_reading(db: str | Path | None) -> Readable:
     """What the read-only commands `results table` and `results compare` read from.
 
-    A SQLite store already at the newest migration is read with the standard library's
-    sqlite3 (``db/reads.py``): importing SQLAlchemy would cost those commands more than
-    their queries. Anything else (PostgreSQL, a store to create or to migrate, a file
-    that is not a store) goes through :func:`open_store`, as every other command does.
+    A SQLite store already at the newest migration (the file, or its copy: see
+    :func:`open_store`) is read with the standard library's sqlite3 (``db/reads.py``):
+    importing SQLAlchemy would cost those commands more than their queries. Anything else
+    (PostgreSQL, a store to create, a file that is not a store) goes through
+    :meth:`Store.open`, as every other command does.
     """
     from vmatrix.db.reads import open_sqlite_at_head
 
-    found = open_sqlite_at_head(db or default_db())
-    return found if found is not None else open_store(db)
+    target = readable(db or default_db())
+    found = open_sqlite_at_head(target)
+    if found is not None:
+        return found
+    from vmatrix.db.store import Store  # SQLAlchemy: only when the file is not read through sqlite3
+
+    return Store.open(target)
 
 
 @contextmanager

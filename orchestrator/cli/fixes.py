@@ -36,7 +36,7 @@ def fixes(
     from vmatrix.orchestrator.cli.fixes_view import render_fixes
     from vmatrix.orchestrator.fixes import find_fixes
 
-    store = open_store(db)
+    store = open_store(db, write=True)
 
     def say(label: str, phase: str) -> None:
         console.print(Text.assemble((f"{label[:40]}: ", "bold"), phase[:160]), highlight=False)

@@ -29,7 +29,7 @@ def results_noise(
 
     if fmt not in ("text", "json"):
         fail(f"--format: expected text or json, got {fmt!r}")
-    store = open_store(db)
+    store = open_store(db, write=False)
     cells = repeated_cells(store, sweep)
     if not cells:
         fail("no cell has two successful runs" + (f" ending in sweep {sweep}" if sweep is not None else "")

@@ -45,7 +45,7 @@ def results_regrade(
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
     from vmatrix.orchestrator.sweep.grading import regrade_run
 
-    store = open_store(db)
+    store = open_store(db, write=True)
     try:
         info = sweep_info(store, sweep)
     except LookupError as exc:

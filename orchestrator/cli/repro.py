@@ -27,7 +27,7 @@ def repro(
     from vmatrix.orchestrator.recorded import load_recorded
     from vmatrix.orchestrator.repro import render
 
-    store = open_store(db)
+    store = open_store(db, write=False)
     recorded = load_recorded(store, cell, run)
     verdicts = [r.summary.verdict for r in show_cell(store, recorded.cell.id).runs if r.summary.verdict]
     output.write_text(render(recorded, model, verdicts))

@@ -183,7 +183,7 @@ def export(
 
     if fmt not in FORMATS:
         fail(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
-    n = export_runs(open_store(db), output, fmt, sweep_id=sweep)  # type: ignore[arg-type]
+    n = export_runs(open_store(db, write=False), output, fmt, sweep_id=sweep)  # type: ignore[arg-type]
     err.print(f"wrote {n} runs to {output}", highlight=False)
 
 
@@ -205,7 +205,7 @@ def diff(
 
     if fmt not in ("text", "json"):
         fail(f"--format: '{fmt}' is not one of text, json")
-    result = diff_sweeps(open_store(db), sweep_a, sweep_b)
+    result = diff_sweeps(open_store(db, write=False), sweep_a, sweep_b)
     if fmt == "json":
         sys.stdout.write(json.dumps(dataclasses.asdict(result), indent=2, ensure_ascii=False) + "\n")
         return
@@ -236,22 +236,24 @@ def report(
     """Write one self-contained HTML page for SWEEP: tables, plots and evidence."""
     from vmatrix.db.report import write_report
 
-    written = write_report(open_store(db), sweep, output)
+    written = write_report(open_store(db, write=False), sweep, output)
     err.print(f"wrote {output} ({len(written.cells)} cells, {len(written.remarkable)} with evidence)",
               highlight=False)
 
 
 DbsOpt = Annotated[list[str] | None, typer.Option(
-    "--db", help="Results database(s) to publish, repeatable: a SQLite file, a folder (every *.db in it, by "
-                 "name) or a SQLAlchemy URL (default: the file in the user data dir). Several make one site.")]
+    "--db", help="Results database(s) to publish, repeatable: a SQLite file (or its .db.xz), a folder (every "
+                 "*.db and *.db.xz in it, by name) or a SQLAlchemy URL (default: the file in the user data dir). "
+                 "Several make one site.")]
 
 
 def publish_stores(dbs: list[str] | None) -> list[Store]:
-    """The stores ``--db`` names, in order: a folder stands for every ``*.db`` in it (by
-    name), a store named twice (or a file and its folder) counts once. A path that is not
-    there is an error, not a new empty store: publishing nothing is a typo."""
+    """The stores ``--db`` names, in order: a folder stands for every ``*.db`` and
+    ``*.db.xz`` in it (by the name it reads as; a plain file beside its archive counts
+    once, as the file), a store named twice (or a file and its folder) counts once. A path
+    that is not there is an error, not a new empty store: publishing nothing is a typo."""
     if not dbs:
-        return [open_store(None)]
+        return [open_store(None, write=False)]
     seen: set[str] = set()
     stores = []
     for db in dbs:
@@ -260,9 +262,11 @@ def publish_stores(dbs: list[str] | None) -> list[Store]:
         else:
             path = Path(db).expanduser()
             if path.is_dir():
-                targets = [str(p) for p in sorted(path.glob("*.db")) if p.is_file()]
+                plain = {p.name: p for p in path.glob("*.db") if p.is_file()}
+                packed = {p.name.removesuffix(".xz"): p for p in path.glob("*.db.xz") if p.is_file()}
+                targets = [str(found) for _, found in sorted((packed | plain).items())]
                 if not targets:
-                    fail(f"--db {db}: a folder with no *.db file in it")
+                    fail(f"--db {db}: a folder with no *.db or *.db.xz file in it")
             elif path.is_file():
                 targets = [db]
             else:
@@ -271,7 +275,7 @@ def publish_stores(dbs: list[str] | None) -> list[Store]:
             key = target if "://" in target else str(Path(target).expanduser().resolve())
             if key not in seen:
                 seen.add(key)
-                stores.append(open_store(target))
+                stores.append(open_store(target, write=False))
     return stores
 
 

@@ -101,7 +101,7 @@ def shrink(
         fail(f"--levels: '{levels}': a comma-separated list of {', '.join(LEVELS)}")
     if not 1 <= k <= n:
         fail(f"--k {k}: between 1 and --n ({n})")
-    store = open_store(db)
+    store = open_store(db, write=True)
     total = len(load_recorded(store, cell).workload.requests)
     with ShrinkView(console, total) as view:
         record = run_shrink(store, cell, Settings(k, n, wanted, max_probes), output, work or data_dir() / "shrink",

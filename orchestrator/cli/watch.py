@@ -83,7 +83,7 @@ def watch(
     if not matrix.is_file():
         fail(f"{matrix}: no such matrix file")
     use_index(index_url)
-    store = open_store(db)
+    store = open_store(db, write=True)
 
     def sweep(plan, sweep_id):
         labels = {c.id: f"{c.engine.label} [{describe_knobs(c.knobs)}]" for c in plan.cells}

@@ -1,0 +1,168 @@
+"""What a command that only reads a results DB opens, so that reading never changes the file.
+
+Opening a SQLite file as a store (``Store.open``) migrates it when its schema is behind the
+newest migration: a read would rewrite a recorded file (docs/runs ships DBs at older
+revisions). And the largest recorded DBs are kept as ``NAME.db.xz`` (a checkout travels
+with every call to a lent GPU host, and a call carries at most 64 MiB: docs/GPU.md), which
+SQLite cannot open at all. :func:`for_reading` turns what ``--db`` names into what a read
+opens:
+
+* ``NAME.db.xz``: decompressed once into a cache folder named for the compressed file's
+  digest (:func:`unpacked`; a changed file unpacks afresh). Such an archive is read-only:
+  ``Store.open``, the one way to write, refuses it (:func:`refuse_archive`);
+* a file behind the newest migration (or a foreign SQLite file): a copy migrated in the
+  cache, named for the digest of what it was copied from and the head revision
+  (:func:`migrated_copy`); the file itself keeps its bytes;
+* anything else (a store at head, a file not there yet, one that is not SQLite, a server
+  URL) as it is: ``Store.open`` opens, creates or reports it as before.
+
+Every cached file is written to a ``.part`` of its own and renamed: whole or absent, when
+two processes make it at once. Only the standard library is imported here; migrating a
+copy imports ``db.store`` (SQLAlchemy), which a store at head never needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from vmatrix.db.reads import sqlite_path
+from vmatrix.db.revision import HEAD_REVISION
+from vmatrix.errors import StoreError
+
+ARCHIVE_SUFFIX = ".xz"
+
+
+def is_archive(db: str | Path) -> bool:
+    """Whether ``db`` (a path or a ``sqlite:///`` URL) names an xz-compressed store."""
+    path = sqlite_path(db)
+    return path is not None and path.name.endswith(ARCHIVE_SUFFIX)
+
+
+def refuse_archive(db: str | Path) -> None:
+    """A one-line :class:`StoreError` if ``db`` is an archive: nothing writes into one."""
+    if is_archive(db):
+        raise StoreError("{db} {shown}: a read-only xz archive: decompress it to write to it (xz -dk {shown})",
+                         shown=str(db))
+
+
+def digest(*paths: Path) -> str:
+    """The first 16 hex digits of the sha256 of the files' bytes, one after the other."""
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
+def unpacked(packed: Path, folder: Path) -> Path:
+    """``packed`` (``NAME.db.xz``) decompressed as ``folder/DIGEST/NAME.db``, DIGEST being the
+    compressed file's: done once, reused while the file stays the same. The copy is as
+    recorded (its schema unmigrated); open a copy of it, or :func:`migrated_copy`, to write."""
+    out = folder / digest(packed) / packed.name.removesuffix(ARCHIVE_SUFFIX)
+
+    def write(part: Path) -> None:
+        with lzma.open(packed) as src, open(part, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+
+    return _made(out, write)
+
+
+def needs_migrating(path: Path) -> bool:
+    """Whether opening the SQLite file ``path`` as a store would migrate it: it holds tables
+    and its ``alembic_version`` is not :data:`HEAD_REVISION`. An empty file (a store to
+    create), one that is not there and one that is not SQLite (``Store.open`` reports it)
+    do not count. Only reads: the file's bytes stay as they are."""
+    if not path.is_file():
+        return False
+    try:
+        # Not ``mode=ro``: a read-only connection to a WAL store leaves its -wal and -shm
+        # files behind; the last plain one to close removes them.
+        conn = sqlite3.connect(path, timeout=30)
+        try:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables:
+                return False
+            if "alembic_version" not in tables:
+                return True  # someone else's tables: a store would be created among them
+            versions = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    return versions != [(HEAD_REVISION,)]
+
+
+def migrated_copy(path: Path, folder: Path) -> Path:
+    """A copy of the SQLite store ``path`` migrated to the head revision, as
+    ``folder/DIGEST-at-HEAD/NAME``: made once per content of ``path`` (its write-ahead log
+    included) and per head; ``path`` itself is only read."""
+    wal = path.with_name(path.name + "-wal")
+    sources = [path, wal] if wal.is_file() else [path]
+    out = folder / f"{digest(*sources)}-at-{HEAD_REVISION}" / path.name
+
+    def write(part: Path) -> None:
+        # SQLite's backup reads one consistent snapshot, write-ahead log included.
+        src = sqlite3.connect(path, timeout=30)
+        dst = sqlite3.connect(part)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+            src.close()
+        from vmatrix.db.store import Store
+
+        Store.open(part).close()
+        # Everything in the file itself before it is renamed: no -wal may stay behind.
+        conn = sqlite3.connect(part)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+
+    return _made(out, write)
+
+
+def for_reading(db: str | Path, cache: Path) -> str | Path:
+    """What a command that only reads ``db`` (a path or URL, as ``--db`` gives it) opens:
+    ``db`` itself, or a copy under ``cache`` (an archive unpacked, a store behind head
+    migrated). Opening the answer with ``Store.open`` leaves ``db``'s bytes unchanged."""
+    path = sqlite_path(db)
+    if path is None:
+        return db  # a server: nothing to copy
+    if is_archive(path):
+        if not path.is_file():
+            raise StoreError("{db} {shown}: no such file", shown=str(db))
+        try:
+            plain = unpacked(path, cache)
+        except (OSError, lzma.LZMAError, EOFError) as exc:
+            raise StoreError("{db} {shown}: cannot decompress it ({why})", shown=str(db), why=str(exc)) from None
+        return migrated_copy(plain, cache) if needs_migrating(plain) else plain
+    if path.is_file() and needs_migrating(path):
+        return migrated_copy(path, cache)
+    return db  # as it is: at head, a store to create, or not a store (Store.open says so)
+
+
+def _made(out: Path, write: Callable[[Path], None]) -> Path:
+    """``out``, made by ``write`` into a ``.part`` of this process's beside it and renamed
+    into place unless another process got there first."""
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.name}.", suffix=".part")
+    os.close(fd)
+    part = Path(name)
+    try:
+        write(part)
+        part.replace(out)
+    finally:
+        for leftover in (part, part.with_name(part.name + "-wal"), part.with_name(part.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+    return out
