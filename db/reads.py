@@ -376,6 +376,23 @@ def sample_rows(source: Readable, run_ids: Iterable[int]) -> dict[int, tuple[str
     return out
 
 
+def comparison_rows(source: Readable, run_ids: Iterable[int]) -> dict[int, tuple[int, str, bytes, bytes, Any]]:
+    """Per run with a ``run_samples`` row, what a comparison reads of it in one pass over
+    the rows (not one for the samples and one for the counters): its request count, its
+    keys, TTFT and decode columns as stored (:func:`sample_rows` without the phases,
+    which a comparison does not use) and its counters as :func:`counter_texts` gives them."""
+    out: dict[int, tuple[int, str, bytes, bytes, Any]] = {}
+    with source.reader() as rc:
+        for chunk in chunks(run_ids):
+            sql = (f"SELECT run_id, requests, keys, ttft_s, decode_tps, counters FROM run_samples "
+                   f"WHERE run_id IN {_in_list(len(chunk))}")
+            for run_id, requests, keys, ttft, decode, counters in rc.rows(sql, chunk):
+                if not isinstance(ttft, bytes):  # psycopg may hand BLOBs over as memoryview
+                    ttft, decode = bytes(ttft), bytes(decode)
+                out[run_id] = (requests, keys, ttft, decode, counters)
+    return out
+
+
 @dataclass(frozen=True)
 class RecallCount:
     """How many of a run's answered requests with an expected answer it got right."""
