@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from vmatrix.db.counters import Rates, rates
 from vmatrix.db.matching import matched, stacked  # noqa: F401 - matched re-exported
@@ -41,6 +41,8 @@ from vmatrix.selector import normal, split
 
 # This module imports no SQLAlchemy: `results compare` reads through db/reads.py.
 
+
+T = TypeVar("T")
 
 # Axes that are not knobs; ``vllm`` is the release alone, ``engine`` the whole label.
 ENGINE_KEYS = ("engine", "vllm", "model")
@@ -306,6 +308,33 @@ def result_changed(baseline_result: str, candidate_result: str) -> bool:
     return same.get(baseline_result, baseline_result) != same.get(candidate_result, candidate_result)
 
 
+def _started(work: Callable[..., T], *args: Any) -> Callable[[], T]:
+    """``work(*args)`` started in a thread of its own; the function returned waits for its
+    result (or raises its exception). A plain thread: concurrent.futures costs more to
+    import (~2 ms) than this needs."""
+    import threading
+
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((True, work(*args)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            out.append((False, exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        ok, value = out[0]
+        if not ok:
+            raise value
+        return value
+
+    return result
+
+
 def compare_sides(
     pairs: Sequence[tuple[Side, Side]],
     baseline: str = "",
@@ -331,14 +360,11 @@ def compare_sides(
         changed = [result_changed(b.result, c.result) for b, c in pairs]
         order = rank_pairs(changed, ttft_pairs.estimates().tolist(), decode_pairs.estimates().tolist())[:listed]
     wanted = set(order) if order is not None else None
-    # The two metrics in two threads: numpy releases the GIL in the matrix products,
-    # sorts and gathers that are most of their time.
-    from concurrent.futures import ThreadPoolExecutor  # ~10 ms to import; only here
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        ttft_job = pool.submit(ratio_intervals, ttft_pairs, resamples, seed, level, wanted)
-        decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level, wanted)
-        ttft, ttft_all = ttft_job.result()
+    # The two metrics in two threads (numpy releases the GIL in the matrix products,
+    # sorts and gathers that are most of their time) while this one names the pairs and
+    # works out their rates.
+    ttft_job = _started(ratio_intervals, ttft_pairs, resamples, seed, level, wanted)
+    decode_job = _started(ratio_intervals, decode_pairs, resamples, seed, level, wanted)
     # Runs of one comparison often recorded the same counters (compare_groups hands such
     # sides one shared dict): each distinct dict's rates are worked out once.
     known: dict[int, Rates] = {}
@@ -349,9 +375,13 @@ def compare_sides(
             found = known[id(totals)] = rates(totals)
         return found
 
+    named = [(label, rates_of(b.totals), rates_of(c.totals)) for (b, c), label in zip(pairs, _labels(pairs))]
+    baseline_rates, candidate_rates = _pooled(b for b, _ in pairs), _pooled(c for _, c in pairs)
+    ttft, ttft_all = ttft_job()
+    decode, decode_all = decode_job()
     results = [
-        PairResult(label, b.cell_id, c.cell_id, b.result, c.result, t, d, rates_of(b.totals), rates_of(c.totals))
-        for (b, c), label, t, d in zip(pairs, _labels(pairs), ttft, decode)
+        PairResult(label, b.cell_id, c.cell_id, b.result, c.result, t, d, b_rates, c_rates)
+        for (b, c), (label, b_rates, c_rates), t, d in zip(pairs, named, ttft, decode)
     ]
     return Comparison(
         baseline=baseline,
@@ -362,8 +392,8 @@ def compare_sides(
         pairs=results,
         ttft=ttft_all,
         decode=decode_all,
-        baseline_rates=_pooled(b for b, _ in pairs),
-        candidate_rates=_pooled(c for _, c in pairs),
+        baseline_rates=baseline_rates,
+        candidate_rates=candidate_rates,
         unpaired_baseline=list(unpaired_baseline),
         unpaired_candidate=list(unpaired_candidate),
         listed=order,
@@ -382,7 +412,7 @@ def compare_groups(
 ) -> Comparison:
     """Select, pair and compare cells of the store (of one sweep, or all), latest runs;
     ``listed`` as :func:`compare_sides` takes it."""
-    pairing = pair_cells(cell_results(source, sweep_id, with_timings=False), baseline, candidate)
+    pairing = pair_cells(cell_results(source, sweep_id, with_timings=False, brief=True), baseline, candidate)
     run_ids = [cell.run_id for pair in pairing.pairs for cell in pair if cell.run_id is not None]
     samples: dict[int, PackedSamples] = {}
     # Counters decoded once per distinct text; sides with the same text share the dict.
