@@ -220,9 +220,11 @@ def pair_cells(cells: Sequence[CellResult], baseline: Sequence[CellFilter],
 # --- the comparison -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Side:
-    """One cell of a pair with what its latest run recorded."""
+    """One cell of a pair with what its latest run recorded. Read-only by convention, not
+    frozen, as db.reads.CellResult: a comparison builds one per cell, and a frozen
+    dataclass's ``__init__`` costs ~5x a plain one's (~7 ms on 10,000 cells)."""
 
     cell_id: str
     engine: str

@@ -81,14 +81,16 @@ def stacked(pairs: Sequence[tuple[Samples, Samples]], metric: str) -> Stacked:
                 values.append((b_blob, c_blob))
                 continue
         values.append(matched(b, c, metric))
+    joined: dict[int, tuple[Any, Any]] = {}  # by length: the byte strings' matrices, when no NaN is in them
     for size, group in by_size.items():
-        nan = np.zeros(len(group), dtype=bool)
-        for side in (0, 1):
-            matrix = np.frombuffer(b"".join([values[i][side] for i in group]), "<f8").reshape(len(group), size // 8)
-            nan |= np.isnan(matrix).any(axis=1)
-        for row in np.flatnonzero(nan).tolist():
+        b_rows, c_rows = (np.frombuffer(b"".join([values[i][side] for i in group]), "<f8").reshape(len(group), size // 8)
+                          for side in (0, 1))
+        nan = np.flatnonzero(np.isnan(b_rows).any(axis=1) | np.isnan(c_rows).any(axis=1)).tolist()
+        for row in nan:
             i = group[row]
             values[i] = matched(pairs[i][0], pairs[i][1], metric)
+        if not nan:
+            joined[size // 8] = (b_rows, c_rows)
     counts: list[int] = []
     members: dict[int, list[int]] = defaultdict(list)
     for i, (b_values, c_values) in enumerate(values):
@@ -100,6 +102,9 @@ def stacked(pairs: Sequence[tuple[Samples, Samples]], metric: str) -> Stacked:
     groups = {}
     for m, group in members.items():
         if not m:
+            continue
+        if m in joined and group == by_size[m * 8]:  # the usual case: the matrices are those checked for NaN
+            groups[m] = (np.asarray(group), *joined[m])
             continue
         sides = []
         for side in (0, 1):
