@@ -25,9 +25,10 @@ import struct
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vmatrix.records import RequestRecord
+if TYPE_CHECKING:
+    from vmatrix.records import RequestRecord
 
 
 def decode_tps(n_tokens: int, ttft_s: float | None, e2e_s: float | None) -> float | None:
