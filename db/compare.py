@@ -33,6 +33,7 @@ from vmatrix.db.statistics import (
     DEFAULT_LEVEL,
     DEFAULT_RESAMPLES,
     Interval,
+    draw_ahead,
     ratio_intervals,
 )
 from vmatrix.db.table import knob_text
@@ -356,7 +357,9 @@ def compare_sides(
     """
     samples = [(b.samples, c.samples) for b, c in pairs]
     ttft_pairs = stacked(samples, "ttft_s")
+    draw_ahead(ttft_pairs, resamples, seed)
     decode_pairs = stacked(samples, "decode_tps")
+    draw_ahead(decode_pairs, resamples, seed)  # the same count as TTFT's, usually: nothing to draw
     order: list[int] | None = None
     if listed is not None and listed < len(pairs):
         changed = [result_changed(b.result, c.result) for b, c in pairs]
