@@ -52,6 +52,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# One BLAS thread, as `vmatrix results compare` sets it before numpy loads: with
+# OpenBLAS's own threads the in-process statistics took ~0.63 CPU s instead of ~0.35
+# (its threads spin between calls), and those idle spinning threads then took cores from
+# the CLI processes timed after them (issue 42: compare's CLI median 0.72 -> 0.65 s).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from sqlalchemy import func, insert, select
 
