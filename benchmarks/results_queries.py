@@ -52,6 +52,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# One BLAS thread, as `vmatrix results compare` sets it before numpy loads: with
+# OpenBLAS's own threads the in-process statistics took ~0.63 CPU s instead of ~0.35
+# (its threads spin between calls), and those idle spinning threads then took cores from
+# the CLI processes timed after them (issue 42: compare's CLI median 0.72 -> 0.65 s).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from sqlalchemy import func, insert, select
 
@@ -66,7 +71,7 @@ from vmatrix.db.compare import (
     pair_cells,
 )
 from vmatrix.db.models import CellRow, GradeRow, MetricRow, RequestRow, Run, RunSampleRow, SweepCell
-from vmatrix.db.reads import cell_results, metric_totals_for, open_sqlite_at_head
+from vmatrix.db.reads import cell_results, comparison_rows, metric_totals_for, open_sqlite_at_head
 from vmatrix.db.samples import summary_row
 from vmatrix.db.store import Store
 from vmatrix.db.table import lookup_table
@@ -198,6 +203,25 @@ def timed(label: str, fn: Callable[[], Any], repeat: int) -> Any:
     return result
 
 
+def bytecode_note() -> str:
+    """Whether the CLI's imports have bytecode to load: without it every fresh process
+    compiles numpy, Rich, Typer and the project from source (~0.4 CPU s more for
+    `results compare` here). uv installs without bytecode unless --compile-bytecode (pip
+    compiles), and PYTHONDONTWRITEBYTECODE=1 keeps Python from writing any."""
+    import importlib.util
+
+    import numpy
+    import rich
+    import typer
+
+    import vmatrix.db.compare
+
+    missing = [m.__name__ for m in (numpy, rich, typer, vmatrix.db.compare)
+               if not Path(importlib.util.cache_from_source(m.__file__)).is_file()]  # type: ignore[arg-type]
+    env = "PYTHONDONTWRITEBYTECODE=1" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "bytecode written"
+    return f"bytecode: {'missing for ' + ', '.join(missing) if missing else 'present'} ({env})"
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -276,6 +300,8 @@ def main() -> None:
                       lambda: cell_results(source, with_timings=False), args.repeat)
         pairing = timed("  part: pair_cells", lambda: pair_cells(cells, [a], [b]), args.repeat)
         run_ids = [c.run_id for c in cells if c.run_id is not None]
+        timed("  part: comparison_rows (what compare reads: samples, counters)",
+              lambda: comparison_rows(source, run_ids), args.repeat)
         packed = timed("  part: load_packed_samples (as stored)", lambda: load_packed_samples(source, run_ids),
                        args.repeat)
         timed("  part: load_samples (decoded; the report's)", lambda: load_samples(source, run_ids), args.repeat)
@@ -289,6 +315,7 @@ def main() -> None:
               lambda: compare_sides(pairs, resamples=args.resamples), args.repeat)
 
         db = ["--db", str(path)]
+        print(bytecode_note(), flush=True)
         timed_cli("python -c 'import vmatrix.orchestrator.cli' (start + imports)", [], args.repeat, imports_only=True)
         timed_cli("vmatrix results table (CLI, fresh process)", ["results", "table", *db], args.repeat)
         timed_cli("vmatrix results table --full (CLI, fresh process)", ["results", "table", "--full", *db],

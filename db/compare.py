@@ -6,7 +6,8 @@ metric totals and cell rows in, dataclasses out), so it is unit-tested without a
 or an engine.
 
 The statistics (bootstrap intervals of ratios, and why they are these) are
-:mod:`db.statistics`; this module chooses what they are computed over.
+:mod:`db.statistics`; which requests of two runs pair up, :mod:`db.matching`; this
+module chooses what they are computed over.
 """
 
 from __future__ import annotations
@@ -14,16 +15,14 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import Any, TypeVar
 
 from vmatrix.db.counters import Rates, rates
-from vmatrix.db.reads import CellResult, Readable, cell_results, counter_texts, sample_rows
+from vmatrix.db.matching import matched, stacked  # noqa: F401 - matched re-exported
+from vmatrix.db.reads import CellResult, Readable, cell_results, comparison_rows, sample_rows
 from vmatrix.db.samples import (  # noqa: F401 - decode_tps re-exported
-    NAN_BYTES,
     PackedSamples,
     RunSamples,
     SamplesDecoder,
@@ -34,7 +33,7 @@ from vmatrix.db.statistics import (
     DEFAULT_LEVEL,
     DEFAULT_RESAMPLES,
     Interval,
-    point_estimates,
+    draw_ahead,
     ratio_intervals,
 )
 from vmatrix.db.table import knob_text
@@ -43,6 +42,8 @@ from vmatrix.selector import normal, split
 
 # This module imports no SQLAlchemy: `results compare` reads through db/reads.py.
 
+
+T = TypeVar("T")
 
 # Axes that are not knobs; ``vllm`` is the release alone, ``engine`` the whole label.
 ENGINE_KEYS = ("engine", "vllm", "model")
@@ -66,46 +67,6 @@ def load_samples(source: Readable, run_ids: Iterable[int]) -> dict[int, RunSampl
 def load_packed_samples(source: Readable, run_ids: Iterable[int]) -> dict[int, PackedSamples]:
     """As :func:`load_samples`, left as stored: :func:`matched` decodes only what it must."""
     return {run_id: PackedSamples(*row) for run_id, row in sample_rows(source, run_ids).items()}
-
-
-def matched(baseline: RunSamples | PackedSamples, candidate: RunSamples | PackedSamples,
-            metric: str) -> tuple[Sequence[float], Sequence[float]]:
-    """Values of ``metric`` ("ttft_s" or "decode_tps") for requests measured in both runs.
-
-    Packed samples (as stored) with the very same keys text and no unmeasured request
-    are matched by position without decoding anything: identical text parses to
-    identical keys, and the float arrays are read by numpy as they are. Anything else is
-    decoded and matched as below.
-    """
-    if isinstance(baseline, PackedSamples) or isinstance(candidate, PackedSamples):
-        if isinstance(baseline, PackedSamples) and isinstance(candidate, PackedSamples):
-            b_blob: bytes = getattr(baseline, metric)
-            c_blob: bytes = getattr(candidate, metric)
-            if baseline.keys == candidate.keys and NAN_BYTES not in b_blob and NAN_BYTES not in c_blob:
-                # ndarrays, which ratio_intervals takes as it takes sequences
-                return np.frombuffer(b_blob, "<f8"), np.frombuffer(c_blob, "<f8")  # type: ignore[return-value]
-        decoder = SamplesDecoder()
-        if isinstance(baseline, PackedSamples):
-            baseline = decoder.unpack(baseline)
-        if isinstance(candidate, PackedSamples):
-            candidate = decoder.unpack(candidate)
-    b_values: Sequence[float | None] = getattr(baseline, metric)
-    c_values: Sequence[float | None] = getattr(candidate, metric)
-    pairs: Iterable[tuple[float | None, float | None]]
-    if baseline.keys == candidate.keys:  # the usual case: same workload, same order
-        if None not in b_values and None not in c_values:  # and no failed request
-            return b_values, c_values  # type: ignore[return-value]
-        pairs = zip(b_values, c_values)
-    else:
-        by_key = dict(zip(candidate.keys, c_values))
-        pairs = ((b, by_key.get(k)) for k, b in zip(baseline.keys, b_values))
-    b_out: list[float] = []
-    c_out: list[float] = []
-    for b, c in pairs:
-        if b is not None and c is not None:
-            b_out.append(b)
-            c_out.append(c)
-    return b_out, c_out
 
 
 def prompt_type(phase: str) -> str:
@@ -260,9 +221,11 @@ def pair_cells(cells: Sequence[CellResult], baseline: Sequence[CellFilter],
 # --- the comparison -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Side:
-    """One cell of a pair with what its latest run recorded."""
+    """One cell of a pair with what its latest run recorded. Read-only by convention, not
+    frozen, as db.reads.CellResult: a comparison builds one per cell, and a frozen
+    dataclass's ``__init__`` costs ~5x a plain one's (~7 ms on 10,000 cells)."""
 
     cell_id: str
     engine: str
@@ -348,6 +311,33 @@ def result_changed(baseline_result: str, candidate_result: str) -> bool:
     return same.get(baseline_result, baseline_result) != same.get(candidate_result, candidate_result)
 
 
+def _started(work: Callable[..., T], *args: Any) -> Callable[[], T]:
+    """``work(*args)`` started in a thread of its own; the function returned waits for its
+    result (or raises its exception). A plain thread: concurrent.futures costs more to
+    import (~2 ms) than this needs."""
+    import threading
+
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((True, work(*args)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            out.append((False, exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        ok, value = out[0]
+        if not ok:
+            raise value
+        return value
+
+    return result
+
+
 def compare_sides(
     pairs: Sequence[tuple[Side, Side]],
     baseline: str = "",
@@ -365,21 +355,21 @@ def compare_sides(
     order (None: every pair, in comparison order). The others keep their estimates;
     the overall intervals are the same either way.
     """
-    ttft_pairs = [matched(b.samples, c.samples, "ttft_s") for b, c in pairs]
-    decode_pairs = [matched(b.samples, c.samples, "decode_tps") for b, c in pairs]
+    samples = [(b.samples, c.samples) for b, c in pairs]
+    ttft_pairs = stacked(samples, "ttft_s")
+    draw_ahead(ttft_pairs, resamples, seed)
+    decode_pairs = stacked(samples, "decode_tps")
+    draw_ahead(decode_pairs, resamples, seed)  # the same count as TTFT's, usually: nothing to draw
     order: list[int] | None = None
     if listed is not None and listed < len(pairs):
         changed = [result_changed(b.result, c.result) for b, c in pairs]
-        order = rank_pairs(changed, point_estimates(ttft_pairs), point_estimates(decode_pairs))[:listed]
+        order = rank_pairs(changed, ttft_pairs.estimates().tolist(), decode_pairs.estimates().tolist())[:listed]
     wanted = set(order) if order is not None else None
-    # The two metrics in two threads: numpy releases the GIL in the matrix products,
-    # sorts and gathers that are most of their time.
-    from concurrent.futures import ThreadPoolExecutor  # ~10 ms to import; only here
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        ttft_job = pool.submit(ratio_intervals, ttft_pairs, resamples, seed, level, wanted)
-        decode, decode_all = ratio_intervals(decode_pairs, resamples, seed, level, wanted)
-        ttft, ttft_all = ttft_job.result()
+    # The two metrics in two threads (numpy releases the GIL in the matrix products,
+    # sorts and gathers that are most of their time) while this one names the pairs and
+    # works out their rates.
+    ttft_job = _started(ratio_intervals, ttft_pairs, resamples, seed, level, wanted)
+    decode_job = _started(ratio_intervals, decode_pairs, resamples, seed, level, wanted)
     # Runs of one comparison often recorded the same counters (compare_groups hands such
     # sides one shared dict): each distinct dict's rates are worked out once.
     known: dict[int, Rates] = {}
@@ -390,9 +380,13 @@ def compare_sides(
             found = known[id(totals)] = rates(totals)
         return found
 
+    named = [(label, rates_of(b.totals), rates_of(c.totals)) for (b, c), label in zip(pairs, _labels(pairs))]
+    baseline_rates, candidate_rates = _pooled(b for b, _ in pairs), _pooled(c for _, c in pairs)
+    ttft, ttft_all = ttft_job()
+    decode, decode_all = decode_job()
     results = [
-        PairResult(label, b.cell_id, c.cell_id, b.result, c.result, t, d, rates_of(b.totals), rates_of(c.totals))
-        for (b, c), label, t, d in zip(pairs, _labels(pairs), ttft, decode)
+        PairResult(label, b.cell_id, c.cell_id, b.result, c.result, t, d, b_rates, c_rates)
+        for (b, c), (label, b_rates, c_rates), t, d in zip(pairs, named, ttft, decode)
     ]
     return Comparison(
         baseline=baseline,
@@ -403,8 +397,8 @@ def compare_sides(
         pairs=results,
         ttft=ttft_all,
         decode=decode_all,
-        baseline_rates=_pooled(b for b, _ in pairs),
-        candidate_rates=_pooled(c for _, c in pairs),
+        baseline_rates=baseline_rates,
+        candidate_rates=candidate_rates,
         unpaired_baseline=list(unpaired_baseline),
         unpaired_candidate=list(unpaired_candidate),
         listed=order,
@@ -423,13 +417,15 @@ def compare_groups(
 ) -> Comparison:
     """Select, pair and compare cells of the store (of one sweep, or all), latest runs;
     ``listed`` as :func:`compare_sides` takes it."""
-    pairing = pair_cells(cell_results(source, sweep_id, with_timings=False), baseline, candidate)
+    pairing = pair_cells(cell_results(source, sweep_id, with_timings=False, brief=True), baseline, candidate)
     run_ids = [cell.run_id for pair in pairing.pairs for cell in pair if cell.run_id is not None]
-    samples = load_packed_samples(source, run_ids)
+    samples: dict[int, PackedSamples] = {}
     # Counters decoded once per distinct text; sides with the same text share the dict.
     decoded: dict[str, dict[str, float]] = {}
     totals: dict[int, dict[str, float]] = {}
-    for run_id, raw in counter_texts(source, run_ids).items():
+    for run_id, (requests, keys, ttft, decode, raw) in comparison_rows(source, run_ids).items():
+        if requests > 0:
+            samples[run_id] = PackedSamples(keys, None, ttft, decode)
         if isinstance(raw, str):
             found = decoded.get(raw)
             if found is None:

@@ -204,7 +204,7 @@ def _creation_order(row: tuple[Any, ...]) -> tuple[Any, Any]:
 
 
 def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: bool = False,
-                 with_timings: bool = True) -> list[CellResult]:
+                 with_timings: bool = True, brief: bool = False) -> list[CellResult]:
     """Every cell (of one sweep, or all) with its latest run and that run's newest grade.
 
     By default a cell's latest run counts whichever sweep recorded it (cells are
@@ -213,7 +213,9 @@ def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: boo
     and the sweep's own run wins, even if a later one reran the cell; that is what
     comparing two sweeps needs. Without ``with_timings`` every ``timings`` is None:
     decoding them is a good part of the time on 10,000 cells, and only the report
-    shows them.
+    shows them. ``brief`` leaves out (None) what a comparison never shows: the cell's
+    control, the run's sweep, signature, message and log path, the grade's summary
+    (fewer Python objects out of sqlite3: ~0.01 s of a `results compare`).
 
     Both the latest run and the newest grade are correlated subqueries, one index probe
     each (``ix_runs_cell_id_finished_at``, read backwards; ``ix_grades_run_id``), not
@@ -235,12 +237,15 @@ def cell_results(source: Readable, sweep_id: int | None = None, as_of_sweep: boo
         sweep_join = "JOIN sweep_cells ON sweep_cells.cell_id = cells.id AND sweep_cells.sweep_id = ?"
         params.append(sweep_id)
     # The columns are CellResult's fields, in order, then the cell's creation time.
+    control, run_sweep, summary, signature, message, log_path = (
+        ("NULL",) * 6 if brief else
+        ("cells.control_id", "runs.sweep_id", "grades.summary", "runs.signature", "runs.message", "runs.log_path"))
     sql = f"""
         SELECT cells.id, {"sweep_cells.role" if sweep_id is not None else "NULL"}, cells.engine_label,
                cells.vllm_version, cells.accelerator, cells.patches, cells.lmcache, cells.model_name,
-               cells.model_digest, cells.workload_digest, cells.knobs, cells.control_id,
-               runs.id, runs.sweep_id, runs.status, grades.verdict, grades.summary, runs.signature,
-               runs.message, runs.log_path, {"runs.timings" if with_timings else "NULL"}, cells.created_at
+               cells.model_digest, cells.workload_digest, cells.knobs, {control},
+               runs.id, {run_sweep}, runs.status, grades.verdict, {summary}, {signature},
+               {message}, {log_path}, {"runs.timings" if with_timings else "NULL"}, cells.created_at
         FROM cells
         LEFT OUTER JOIN runs ON runs.id = ({latest} ORDER BY {order} LIMIT 1)
         LEFT OUTER JOIN grades ON grades.id = ({newest_grade_sql("runs.id")})
@@ -373,6 +378,23 @@ def sample_rows(source: Readable, run_ids: Iterable[int]) -> dict[int, tuple[str
                 if not isinstance(ttft, bytes):  # psycopg may hand BLOBs over as memoryview
                     ttft, decode = bytes(ttft), bytes(decode)
                 out[run_id] = (keys, phases, ttft, decode)
+    return out
+
+
+def comparison_rows(source: Readable, run_ids: Iterable[int]) -> dict[int, tuple[int, str, bytes, bytes, Any]]:
+    """Per run with a ``run_samples`` row, what a comparison reads of it in one pass over
+    the rows (not one for the samples and one for the counters): its request count, its
+    keys, TTFT and decode columns as stored (:func:`sample_rows` without the phases,
+    which a comparison does not use) and its counters as :func:`counter_texts` gives them."""
+    out: dict[int, tuple[int, str, bytes, bytes, Any]] = {}
+    with source.reader() as rc:
+        for chunk in chunks(run_ids):
+            sql = (f"SELECT run_id, requests, keys, ttft_s, decode_tps, counters FROM run_samples "
+                   f"WHERE run_id IN {_in_list(len(chunk))}")
+            for run_id, requests, keys, ttft, decode, counters in rc.rows(sql, chunk):
+                if not isinstance(ttft, bytes):  # psycopg may hand BLOBs over as memoryview
+                    ttft, decode = bytes(ttft), bytes(decode)
+                out[run_id] = (requests, keys, ttft, decode, counters)
     return out
 
 

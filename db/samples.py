@@ -25,9 +25,10 @@ import struct
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vmatrix.records import RequestRecord
+if TYPE_CHECKING:
+    from vmatrix.records import RequestRecord
 
 
 def decode_tps(n_tokens: int, ttft_s: float | None, e2e_s: float | None) -> float | None:
@@ -123,7 +124,7 @@ class PackedSamples:
     Python objects (``db.compare.matched`` reads the arrays with numpy as they are)."""
 
     keys: str
-    phases: str
+    phases: str | None  # None: not read (a comparison matches requests by their keys alone)
     ttft_s: bytes
     decode_tps: bytes
 
@@ -142,7 +143,8 @@ class SamplesDecoder:
         return found
 
     def unpack(self, packed: PackedSamples) -> RunSamples:
-        return self.samples(packed.keys, packed.phases, packed.ttft_s, packed.decode_tps)
+        phases = "[]" if packed.phases is None else packed.phases  # not read: none to give
+        return self.samples(packed.keys, phases, packed.ttft_s, packed.decode_tps)
 
     def samples(self, keys: str, phases: str, ttft_s: bytes, decode: bytes) -> RunSamples:
         return RunSamples(self.strings(keys), self.strings(phases), unpack_floats(ttft_s), unpack_floats(decode))

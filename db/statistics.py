@@ -56,21 +56,20 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-# Draws and weights the two metrics of one comparison share (same seed, same sizes),
-# made once under a lock: compare_sides runs the metrics in two threads.
-_SHARED_LOCK = threading.Lock()
-
-
 T = TypeVar("T")
 
 
 def _shared(make: Callable[..., T]) -> Callable[..., T]:
+    """Draws and weights the two metrics of one comparison share (same seed, same sizes),
+    made once under a lock of their own (compare_sides runs the metrics in two threads,
+    and :func:`draw_ahead` draws in a third: the weights must not wait for the draws)."""
     # A comparison needs one entry per request count (weights, small) or one in all (the
     # stage-two indices, tens of MB at 5,000 pairs): a few entries, kept small.
     cached = functools.lru_cache(maxsize=4)(make)
+    lock = threading.Lock()
 
     def get(*args: Any) -> T:
-        with _SHARED_LOCK:
+        with lock:
             return cached(*args)
 
     return get
@@ -110,6 +109,25 @@ def _pair_draws(seed: int, p: int, resamples: int) -> Any:
     draws *= resamples
     draws += np.arange(resamples, dtype=draws.dtype)[:, None]
     return draws
+
+
+def draw_ahead(data: Stacked, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> None:
+    """Start drawing, in a thread, the stage-two pairs :func:`ratio_intervals` will most
+    likely want for ``data``: as many as there are pairs of two requests or more with a
+    positive ratio (a pair is left out besides only when a resample of it sums to zero).
+    The draws are cached (:func:`_pair_draws`), so ratio_intervals finds them ready, or
+    draws its own when its count differs: only time is at stake, the numbers are those
+    of the seed whoever draws them. numpy draws without the GIL, so the ~0.03 s of 5
+    million draws at 5,000 pairs overlap the comparison's Python work."""
+    estimates = data.estimates()
+    indices = [index for m, (index, _, _) in data.groups.items() if m >= 2]
+    if not indices:
+        return
+    ratios = estimates[np.concatenate(indices)]
+    with np.errstate(invalid="ignore"):
+        p = int(np.count_nonzero(np.isfinite(ratios) & (ratios > 0)))
+    if p >= 2 and resamples >= 1:
+        threading.Thread(target=_pair_draws, args=(seed, p, resamples), daemon=True).start()
 
 
 def _lerp(a: Any, b: Any, t: float) -> Any:
@@ -158,18 +176,46 @@ def _stacked(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], members: 
     return b, c
 
 
-def _chosen(per_pair: list[Interval], usable: Sequence[bool]) -> list[int]:
-    """The pairs the overall interval averages: those whose replicates give an interval
-    (``usable``, whether or not it was worked out, see ``wanted``) and a positive ratio."""
-    return [i for i, (iv, ok) in enumerate(zip(per_pair, usable)) if ok and iv.estimate and iv.estimate > 0]
+class Stacked:
+    """Pairs laid out for the arithmetic: per request count m (in the order the counts
+    first appear), the indices of the pairs of m matched requests and their baseline and
+    candidate values, a (pairs x m) float64 row each (no group for m = 0); and each
+    pair's count. What :func:`ratio_intervals` and :func:`point_estimates` work on,
+    made from value pairs by :meth:`of`, or by a caller that has the rows at hand
+    (``db.compare`` puts runs' stored bytes into the matrices as they are).
+    """
+
+    def __init__(self, counts: list[int], groups: dict[int, tuple[Any, Any, Any]]) -> None:
+        self.counts = counts
+        self.groups = groups  # m -> (pair indices, baseline rows, candidate rows)
+        self._estimates: Any = None
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Stacked:
+        groups = {}
+        for m, members in _by_length(pairs).items():
+            if m:
+                b, c = _stacked(pairs, members, m)
+                groups[m] = (np.asarray(members), b, c)
+        return cls([len(b) for b, _ in pairs], groups)
+
+    def estimates(self) -> Any:
+        """Each pair's mean(candidate)/mean(baseline) (NaN without data), worked out once:
+        the ranking of the pairs and their intervals both read them."""
+        if self._estimates is None:
+            out = np.full(len(self.counts), np.nan)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                for index, b, c in self.groups.values():
+                    out[index] = c.sum(axis=1) / b.sum(axis=1)
+            self._estimates = out
+        return self._estimates
 
 
-def _geometric_mean(per_pair: list[Interval], chosen: list[int]) -> float:
-    return math.exp(sum(math.log(per_pair[i].estimate or 1.0) for i in chosen) / len(chosen))
+Pairs = Sequence[tuple[Sequence[float], Sequence[float]]] | Stacked
 
 
 def ratio_intervals(
-    pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
+    pairs: Pairs,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     level: float = DEFAULT_LEVEL,
@@ -179,8 +225,9 @@ def ratio_intervals(
     and the geometric mean over pairs with a two-stage bootstrap interval.
 
     ``pairs`` holds (baseline values, candidate values), matched element by element
-    (sequences or numpy arrays). ``wanted``: the pairs whose own interval is worked out
-    (None: all); the others get their estimate and no bounds. The overall interval is the
+    (sequences or numpy arrays), or those laid out already (:class:`Stacked`).
+    ``wanted``: the pairs whose own interval is worked out (None: all); the others get
+    their estimate and no bounds. The overall interval is the
     same either way: its stage two reads every pair's replicates, not their quantiles.
 
     Matrix arithmetic, laid out pairs x resamples. Per request count m: the replicates
@@ -192,9 +239,9 @@ def ratio_intervals(
     if resamples < 1:
         raise InputError.naming("{resamples} must be at least 1")
     tails = ((1 - level) / 2, 1 - (1 - level) / 2)
-    groups = _by_length(pairs)
-    n = len(pairs)
-    estimates = np.full(n, np.nan)
+    data = pairs if isinstance(pairs, Stacked) else Stacked.of(pairs)
+    n = len(data.counts)
+    estimates = data.estimates()
     lows = np.full(n, np.nan)
     highs = np.full(n, np.nan)
     usable = np.zeros(n, dtype=bool)
@@ -203,25 +250,20 @@ def ratio_intervals(
         want[:] = False
         want[np.asarray(list(wanted), dtype=np.int64)] = True
     replicates: list[tuple[Any, Any]] = []  # (pair indices, their replicate rows)
-    for m, members in groups.items():
-        if m == 0:
+    for m, (index, b, c) in data.groups.items():
+        if m < 2:
             continue
-        index = np.asarray(members)
-        b, c = _stacked(pairs, members, m)
         with np.errstate(divide="ignore", invalid="ignore"):
-            estimates[index] = c.sum(axis=1) / b.sum(axis=1)
-            if m < 2:
-                continue
             weights = _request_weights(seed, m, resamples)
             # Into one preallocated matrix, a block of pairs at a time: the divisor's
             # product then lives in a small reused buffer, not 20 MB of fresh pages
             # (zeroing those was a large part of the command's system time here).
-            ratios = np.empty((len(members), resamples), dtype=np.float32)
+            ratios = np.empty((len(index), resamples), dtype=np.float32)
             step = max(1, (1 << 18) // resamples)
-            below = np.empty((min(step, len(members)), resamples), dtype=np.float32)
+            below = np.empty((min(step, len(index)), resamples), dtype=np.float32)
             c32, b32 = c.astype(np.float32), b.astype(np.float32)
-            for r0 in range(0, len(members), step):
-                r1 = min(r0 + step, len(members))
+            for r0 in range(0, len(index), step):
+                r1 = min(r0 + step, len(index))
                 np.matmul(c32[r0:r1], weights, out=ratios[r0:r1])
                 np.matmul(b32[r0:r1], weights, out=below[: r1 - r0])
                 ratios[r0:r1] /= below[: r1 - r0]
@@ -242,13 +284,16 @@ def ratio_intervals(
         lows[index], highs[index] = low, high
         replicates.append((index, ratios))
 
+    # Each pair's interval where it is usable and wanted; its estimate either way. The
+    # overall interval averages the usable pairs with a positive ratio, wanted or not.
+    shown = (usable & want).tolist()
+    values = estimates.tolist()
     per_pair = [
-        Interval(_finite(e), lo if ok else None, hi if ok else None, len(b))
-        for (b, _), e, lo, hi, ok in zip(pairs, estimates.tolist(), lows.tolist(), highs.tolist(), usable.tolist())
+        Interval(_finite(e), lo if s else None, hi if s else None, count)
+        for count, e, lo, hi, s in zip(data.counts, values, lows.tolist(), highs.tolist(), shown)
     ]
-    chosen = _chosen(per_pair, usable.tolist())
-    if wanted is not None:
-        per_pair = [iv if w else Interval(iv.estimate, None, None, iv.n) for iv, w in zip(per_pair, want.tolist())]
+    with np.errstate(invalid="ignore"):
+        chosen = np.flatnonzero(usable & np.isfinite(estimates) & (estimates > 0)).tolist()
     if len(chosen) < 2:
         return per_pair, per_pair[chosen[0]] if chosen else NO_DATA
     p = len(chosen)
@@ -280,17 +325,11 @@ def ratio_intervals(
     # without np.quantile's import of numpy.ma (~0.03 s of a `results compare`).
     (low,), (high,), _ = _row_quantiles(overall[None, :], tails)
     low, high = float(low), float(high)
-    return per_pair, Interval(_geometric_mean(per_pair, chosen), low, high, p)
+    geometric_mean = math.exp(sum(math.log(values[i]) for i in chosen) / p)
+    return per_pair, Interval(geometric_mean, low, high, p)
 
 
-def point_estimates(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list[float]:
+def point_estimates(pairs: Pairs) -> list[float]:
     """Each pair's ratio mean(candidate)/mean(baseline), NaN without data: what ranks the
     pairs before any resampling (:func:`rank_pairs`)."""
-    out = np.full(len(pairs), np.nan)
-    for m, members in _by_length(pairs).items():
-        if m == 0:
-            continue
-        b, c = _stacked(pairs, members, m)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[np.asarray(members)] = c.sum(axis=1) / b.sum(axis=1)
-    return out.tolist()
+    return (pairs if isinstance(pairs, Stacked) else Stacked.of(pairs)).estimates().tolist()

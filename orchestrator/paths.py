@@ -9,15 +9,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from platformdirs import user_cache_dir, user_data_dir
+# platformdirs is imported where a default folder is needed, not by every `vmatrix`
+# command that imports this module (`results compare --db FILE` never asks).
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("VMATRIX_CACHE") or user_cache_dir("vmatrix"))
+    if folder := os.environ.get("VMATRIX_CACHE"):
+        return Path(folder)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("vmatrix"))
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("VMATRIX_DATA") or user_data_dir("vmatrix"))
+    if folder := os.environ.get("VMATRIX_DATA"):
+        return Path(folder)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("vmatrix"))
 
 
 def default_db() -> Path:

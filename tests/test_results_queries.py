@@ -687,6 +687,45 @@ def test_packed_samples_match_as_decoded_ones(store: Store) -> None:
     assert list(same[0]) == list(decoded[runs[0]].ttft_s)
 
 
+def test_stacked_lays_out_what_matched_gives() -> None:
+    """db.matching.stacked puts stored bytes into the matrices as they are and asks the
+    matrix for NaNs; it must give what Stacked.of gives from matched(), pair by pair:
+    the same values, rows, groups and counts, whichever path a pair takes."""
+    from vmatrix.db.matching import stacked
+    from vmatrix.db.samples import PackedSamples, pack_floats
+    from vmatrix.db.statistics import Stacked
+
+    rng = random.Random(3)
+
+    def packed(keys: list[str], nan_at: int | None = None, phases: str | None = None) -> PackedSamples:
+        ttft = [rng.uniform(0.1, 1.0) for _ in keys]
+        decode = [None if i == nan_at else rng.uniform(10, 40) for i in range(len(keys))]
+        return PackedSamples(json.dumps(keys), phases, pack_floats(ttft), pack_floats(decode))
+
+    ten, seven = [f"s{i}/0" for i in range(10)], [f"s{i}/1" for i in range(7)]
+    pairs: list[tuple[Any, Any]] = [
+        (packed(ten), packed(ten)),  # by position, from the stored bytes
+        (packed(seven), packed(seven)),  # another request count: another group
+        (packed(ten), packed(ten, nan_at=4)),  # a NaN: matched() drops the request
+        (packed(ten), packed(list(reversed(ten)))),  # same keys, another order
+        (packed(ten + ["x/0"]), packed(ten)),  # a key one side lacks
+        (packed(ten), RunSamples()),  # no samples: no values
+        (RunSamples.from_records(synthetic_requests(seed=4)), packed(ten, phases="[]")),  # decoded beside stored
+        (packed(seven), packed(seven)),
+        (packed(ten, nan_at=0), packed(ten, nan_at=0)),
+    ]
+    for metric in ("ttft_s", "decode_tps"):
+        fast = stacked(pairs, metric)
+        slow = Stacked.of([matched(b, c, metric) for b, c in pairs])
+        assert fast.counts == slow.counts and list(fast.groups) == list(slow.groups), metric
+        for m, (index, b, c) in slow.groups.items():
+            f_index, f_b, f_c = fast.groups[m]
+            assert f_index.tolist() == index.tolist() and f_b.shape == b.shape and f_c.shape == c.shape
+            assert f_b.tobytes() == b.tobytes() and f_c.tobytes() == c.tobytes()
+        assert fast.estimates().tobytes() == slow.estimates().tobytes()
+    assert stacked(pairs, "decode_tps").counts[2] == 9 and stacked(pairs, "ttft_s").counts[2] == 10
+
+
 def test_int32_pair_draws_are_numpys_default_draws() -> None:
     """db.statistics draws stage-two pairs as int32 to save time; they must be the very
     numbers the int64 default gives, or the overall intervals would change."""
@@ -714,8 +753,14 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "alembi
 # Nor the matrix spec (pydantic, ~0.15 s: once pulled in by results regrade's module) nor
 # numpy.ma (~0.03 s, which np.quantile imports).
 print(sorted(m for m in sys.modules if m in ("pydantic", "numpy.ma") or m.startswith("vmatrix.orchestrator.spec")))
+# Nor the other commands' modules (cli/groups.py imports them on first use), nor what only
+# writing runs needs (issue 42): each was paid by every command before.
+print(sorted(m for m in sys.modules if m in (
+    "platformdirs", "concurrent.futures", "vmatrix.records", "vmatrix.jobs.traces", "rich.progress")
+    or m.startswith("vmatrix.orchestrator.cli.") and m.rsplit(".", 1)[1] not in ("app", "common", "groups", "results",
+                                                                                 "table_view")))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "[]"], done.stdout
+    assert done.stdout.split() == ["[]", "[]", "[]"], done.stdout

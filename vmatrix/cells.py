@@ -7,13 +7,14 @@ is a hash of exactly those, so the same cell in two sweeps is the same row.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from vmatrix.recipe import EngineRecipe
-from vmatrix.records import Transcript
+
+if TYPE_CHECKING:  # a type here only: read-only commands need the names, not the records (issue 42)
+    from vmatrix.records import Transcript
 
 __all__ = ["LEGACY_VERDICTS", "RANK", "STATUSES", "VERDICTS", "Cell", "Direction", "Grade", "ModelRef", "RunOutcome", "digest", "direction"]
 
@@ -56,6 +57,8 @@ def canonical_json(value: Any) -> str:
 
 
 def digest(value: Any) -> str:
+    import hashlib  # ~3 ms to import (OpenSSL); only ids and digests need it
+
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 

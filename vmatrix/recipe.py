@@ -6,7 +6,6 @@ What to install for it, and the patch sets laid on top, are ``images/``'s busine
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -61,4 +60,6 @@ class EngineRecipe:
     @property
     def env_id(self) -> str:
         """Content address of the environment: same recipe, same venv or image."""
+        import hashlib  # ~3 ms to import (OpenSSL); commands that only read results never ask
+
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from vmatrix.orchestrator.cli.bisect import bisect
 from vmatrix.orchestrator.cli.common import (
     Commands,
     DbOpt,
@@ -22,15 +21,8 @@ from vmatrix.orchestrator.cli.common import (
     open_store,
     use_index,
 )
-from vmatrix.orchestrator.cli.fixes import fixes
-from vmatrix.orchestrator.cli.images import images_app
-from vmatrix.orchestrator.cli.noise import results_noise
-from vmatrix.orchestrator.cli.regrade import results_regrade
-from vmatrix.orchestrator.cli.repro import repro
-from vmatrix.orchestrator.cli.results import publish, report, results_extra
-from vmatrix.orchestrator.cli.shrink import shrink
-from vmatrix.orchestrator.cli.traces import traces_app
-from vmatrix.orchestrator.cli.watch import watch
+from vmatrix.orchestrator.cli.groups import Results, Root
+from vmatrix.orchestrator.cli.results import results_extra
 from vmatrix.orchestrator.paths import runs_dir
 
 if TYPE_CHECKING:
@@ -38,27 +30,17 @@ if TYPE_CHECKING:
 
 # The matrix, spec and trace modules (pydantic models, ~0.3 s to import) are imported by
 # the commands that read a matrix: `results table` and `results compare` should answer
-# in well under a second, and a third of that went on imports they never use.
+# in well under a second, and a third of that went on imports they never use. For the
+# same reason the commands of other modules are imported when used (cli/groups.py).
 
-app = typer.Typer(cls=Commands, no_args_is_help=True, add_completion=False, help="Test matrices of vLLM serving stacks.")
+app = typer.Typer(cls=Root, no_args_is_help=True, add_completion=False, help="Test matrices of vLLM serving stacks.")
 sweep_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Plan and run matrix sweeps.")
-results_app = typer.Typer(cls=Commands, no_args_is_help=True, help="Query recorded results.")
+results_app = typer.Typer(cls=Results, no_args_is_help=True, help="Query recorded results.")
 canary_app = typer.Typer(cls=Commands, no_args_is_help=True, help="The project's tiny hybrid canary models.")
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(results_app, name="results")
 app.add_typer(canary_app, name="canary")
-app.add_typer(traces_app, name="traces")
-app.add_typer(images_app, name="images")
 results_app.registered_commands.extend(results_extra.registered_commands)  # compare, export, diff
-results_app.command("noise")(results_noise)
-results_app.command("regrade")(results_regrade)
-app.command("report")(report)
-app.command("publish")(publish)
-app.command("bisect")(bisect)
-app.command("fixes")(fixes)
-app.command("watch")(watch)
-app.command("repro")(repro)
-app.command("shrink")(shrink)
 
 EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", help="Only the cells of this engine (a version or label); repeat for more.")]
