@@ -130,10 +130,15 @@ def migrated_copy(path: Path, folder: Path) -> Path:
     return _made(out, write)
 
 
-def for_reading(db: str | Path, cache: Path) -> str | Path:
+def for_reading(db: str | Path, cache: Path | Callable[[], Path]) -> str | Path:
     """What a command that only reads ``db`` (a path or URL, as ``--db`` gives it) opens:
     ``db`` itself, or a copy under ``cache`` (an archive unpacked, a store behind head
-    migrated). Opening the answer with ``Store.open`` leaves ``db``'s bytes unchanged."""
+    migrated). Opening the answer with ``Store.open`` leaves ``db``'s bytes unchanged.
+    ``cache`` may be a function, called only when a copy is made: a store at head is read
+    without finding the cache folder (platformdirs is an import a read should not pay)."""
+    def folder() -> Path:
+        return cache() if callable(cache) else cache
+
     path = sqlite_path(db)
     if path is None:
         return db  # a server: nothing to copy
@@ -141,12 +146,12 @@ def for_reading(db: str | Path, cache: Path) -> str | Path:
         if not path.is_file():
             raise StoreError("{db} {shown}: no such file", shown=str(db))
         try:
-            plain = unpacked(path, cache)
+            plain = unpacked(path, folder())
         except (OSError, lzma.LZMAError, EOFError) as exc:
             raise StoreError("{db} {shown}: cannot decompress it ({why})", shown=str(db), why=str(exc)) from None
-        return migrated_copy(plain, cache) if needs_migrating(plain) else plain
+        return migrated_copy(plain, folder()) if needs_migrating(plain) else plain
     if path.is_file() and needs_migrating(path):
-        return migrated_copy(path, cache)
+        return migrated_copy(path, folder())
     return db  # as it is: at head, a store to create, or not a store (Store.open says so)
 
 

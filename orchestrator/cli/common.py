@@ -94,7 +94,7 @@ def readable(db: str | Path) -> str | Path:
     """What a read-only command opens for ``db``: itself, or its copy in the cache."""
     from vmatrix.db.copies import for_reading
 
-    return for_reading(db, cache_dir() / "dbs")
+    return for_reading(db, lambda: cache_dir() / "dbs")
 
 
 def open_for_reading(db: str | Path | None) -> Readable:
