@@ -11,6 +11,7 @@ you mean" still see every command: naming them is free, and help builds them all
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, MutableMapping
+from importlib import import_module
 from typing import Any, ClassVar
 
 import typer
@@ -77,78 +78,29 @@ class _OnFirstUse(MutableMapping[str, Any]):
         return len(self._names)
 
 
-def _report(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.results import report
-
-    app.command("report")(report)
-
-
-def _publish(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.results import publish
-
-    app.command("publish")(publish)
+def _command(name: str, module: str, function: str) -> Register:
+    """Register ``function`` of ``vmatrix.orchestrator.cli.<module>`` as the command ``name``."""
+    def register(app: typer.Typer) -> None:
+        app.command(name)(getattr(import_module(f"vmatrix.orchestrator.cli.{module}"), function))
+    return register
 
 
-def _bisect(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.bisect import bisect
-
-    app.command("bisect")(bisect)
-
-
-def _fixes(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.fixes import fixes
-
-    app.command("fixes")(fixes)
-
-
-def _watch(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.watch import watch
-
-    app.command("watch")(watch)
-
-
-def _repro(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.repro import repro
-
-    app.command("repro")(repro)
-
-
-def _shrink(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.shrink import shrink
-
-    app.command("shrink")(shrink)
-
-
-def _traces(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.traces import traces_app
-
-    app.add_typer(traces_app, name="traces")
-
-
-def _images(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.images import images_app
-
-    app.add_typer(images_app, name="images")
-
-
-def _noise(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.noise import results_noise
-
-    app.command("noise")(results_noise)
-
-
-def _regrade(app: typer.Typer) -> None:
-    from vmatrix.orchestrator.cli.regrade import results_regrade
-
-    app.command("regrade")(results_regrade)
+def _group(name: str, module: str, group: str) -> Register:
+    """Register the Typer group ``group`` of ``vmatrix.orchestrator.cli.<module>`` as ``name``."""
+    def register(app: typer.Typer) -> None:
+        app.add_typer(getattr(import_module(f"vmatrix.orchestrator.cli.{module}"), group), name=name)
+    return register
 
 
 class Root(LazyCommands):
     """`vmatrix` itself; `sweep`, `results` and `canary` are app.py's own groups."""
 
     later: ClassVar[dict[str, Register]] = {
-        "report": _report, "publish": _publish, "bisect": _bisect, "fixes": _fixes, "watch": _watch, "repro": _repro,
-        "shrink": _shrink, "traces": _traces, "images": _images,
+        "report": _command("report", "results", "report"), "publish": _command("publish", "results", "publish"),
+        "bisect": _command("bisect", "bisect", "bisect"), "fixes": _command("fixes", "fixes", "fixes"),
+        "watch": _command("watch", "watch", "watch"), "repro": _command("repro", "repro", "repro"),
+        "shrink": _command("shrink", "shrink", "shrink"), "traces": _group("traces", "traces", "traces_app"),
+        "images": _group("images", "images", "images_app"),
     }
     order = ("report", "publish", "bisect", "fixes", "watch", "repro", "shrink", "sweep", "results", "canary",
              "traces", "images")
@@ -158,5 +110,6 @@ class Results(LazyCommands):
     """`vmatrix results`: `compare`, `export` and `diff` are cli/results.py's, `ls`, `show`
     and `table` app.py's, all built with the group."""
 
-    later: ClassVar[dict[str, Register]] = {"noise": _noise, "regrade": _regrade}
+    later: ClassVar[dict[str, Register]] = {"noise": _command("noise", "noise", "results_noise"),
+                                            "regrade": _command("regrade", "regrade", "results_regrade")}
     order = ("compare", "export", "diff", "noise", "regrade", "ls", "show", "table")
