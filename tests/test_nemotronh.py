@@ -185,12 +185,12 @@ print(float((ours[0] - run(lambda *a, **k: b.chunk_scan(*a, **{**k, "chunk_size"
     assert 0 < float(out[1]) < 1e-3
 
 
-def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is_not_trained_yet(
+def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is_not_shipped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both builders' bytes are a Nemotron-H recipe's identity (it imports build_canary.py);
     tiny-qwen3next's identity is build_canary.py's and the corpus' alone, as when it was
     shipped. Asked for before it is shipped, tiny-nemotronh fails in one line that says to
-    train it, and never starts a build (the stand-in "python" would write a folder)."""
+    retrain it, and never starts a build (the stand-in "python" would write a folder)."""
     import hashlib
 
     from vmatrix.orchestrator.plan.canary import CORPUS
@@ -212,7 +212,7 @@ def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is
     assert "tiny-nemotronh" in PENDING and shipped_dir("tiny-nemotronh") is None
     with pytest.raises(CanaryError) as err:
         ensure_canary("tiny-nemotronh", fake)
-    assert "\n" not in str(err.value) and "not trained yet" in str(err.value)
+    assert "\n" not in str(err.value) and "not shipped" in str(err.value)
     assert "vmatrix canary build tiny-nemotronh --train" in str(err.value)
     assert not (tmp_path / "cache" / "canaries").exists(), "nothing was built"
 
@@ -233,3 +233,27 @@ def test_the_gpu_plan_runs_the_tiny_nemotronh_recipe_at_six_seeds() -> None:
         seeds.append(int(seed))
         assert args == builder_argv(Path("python"), Path("out"), recipe | {"seed": int(seed)})[3:], name
     assert sorted(seeds) == list(range(6))
+
+
+def test_a_resumed_build_trains_the_stages_its_recipe_grew_then_the_mtp_head_afresh() -> None:
+    """tiny-nemotronh's second pass of the curriculum (2026-12-04) was trained by resuming a
+    finished target with stages appended: the new stages start from step 0 and the MTP head,
+    trained on the old target, starts over (its progress cleared) on the one they leave. Any
+    other change of the recipe under a resumed build is refused in one line."""
+    import sys
+
+    sys.path.insert(0, str(NEMOTRONH_BUILDER.parent))
+    import build_canary as shared
+    import build_nemotronh
+
+    stage = shared.Stage.parse("lines=2-4 batch=2 steps=5 lr=1e-3")
+    done = shared.Progress([5, 5], [3, 0], {"train": [True, True], "mtp": [True, False]}, {"train": 0.5, "mtp": 2.0})
+    assert build_nemotronh.grow(done, [stage] * 3, [stage] * 2)
+    assert done.train == [5, 5, 0] and done.ended["train"] == [True, True, False]
+    assert done.mtp == [0, 0] and done.ended["mtp"] == [False, False] and done.loss == {"train": 0.5, "mtp": None}
+    assert not build_nemotronh.grow(done, [stage] * 3, [stage] * 2), "the same recipe resumes as it was"
+    assert done.mtp == [0, 0] and done.train == [5, 5, 0]
+    for stages, mtp_stages in (([stage] * 2, [stage] * 2), ([stage] * 4, [stage])):
+        with pytest.raises(SystemExit) as err:
+            build_nemotronh.grow(done, stages, mtp_stages)
+        assert "\n" not in str(err.value) and "--resume" in str(err.value)

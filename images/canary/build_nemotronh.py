@@ -272,6 +272,25 @@ def save(out: Path, model, mtp, cfg, args) -> None:
         json.dumps({"eos_token_id": config["eos_token_id"], "pad_token_id": config["pad_token_id"]}, indent=2))
 
 
+def grow(done, stages, mtp_stages) -> bool:
+    """Fit a resumed build's progress to a recipe that grew target stages after the ones it
+    ran (a second pass of the curriculum): the new stages are trained from their start, and
+    the MTP head afresh (its seed's initial weights, the caller keeps them) on the target
+    they leave, as a run of the grown recipe from scratch would. True if it grew."""
+    grown = len(stages) - len(done.train)
+    if grown < 0 or (grown and len(mtp_stages) != len(done.mtp)):
+        raise SystemExit(f"--resume: the build ran {len(done.train)} stages and {len(done.mtp)} MTP stages; "
+                         f"the recipe has {len(stages)} and {len(mtp_stages)} (only target stages may be added)")
+    if not grown:
+        return False
+    done.train += [0] * grown
+    done.ended["train"] += [False] * grown
+    done.mtp = [0] * len(mtp_stages)
+    done.ended["mtp"] = [False] * len(mtp_stages)
+    done.loss["mtp"] = None
+    return True
+
+
 def build(out: Path, args) -> bool:
     """build_canary.build for this model: False if stopped part-way (resume.pt holds it)."""
     import torch
@@ -285,10 +304,11 @@ def build(out: Path, args) -> bool:
     mtp_stages = [shared.Stage.parse(s) for s in args.mtp_stage]
     done = shared.Progress.new(stages, mtp_stages)
     if args.resume:
-        saved = torch.load(out / shared.RESUME, weights_only=False)
+        saved = torch.load(out / shared.RESUME, map_location="cpu", weights_only=False)
         model.load_state_dict(saved["model"])
-        mtp.load_state_dict(saved["mtp"])
         done = shared.Progress(**saved["progress"])
+        if not grow(done, stages, mtp_stages):
+            mtp.load_state_dict(saved["mtp"])
     device = torch.device(args.device)
     model.to(device)
     mtp.to(device)
