@@ -189,3 +189,18 @@ def test_the_hosts_lmcache_check_loads_the_ops_after_the_overlays_torch(tmp_path
     assert (proc.returncode == 0) == ("ok:" in said)
     if "ok:" in said:
         assert f"({wh / '_torch-9.13.0' / 'torch'}, cuda False)" in proc.stdout
+
+
+def test_the_lmcache_server_of_an_overlay_engine_gets_the_overlay_as_the_engine_does(tmp_path: Path) -> None:
+    """The MP connector's sidecar loads LMCache's ops too: on the host's own torch they do not
+    load, so it is started with the engine's overlay first on its PYTHONPATH."""
+    from vmatrix.orchestrator.plan.matrix import expand
+    from vmatrix.orchestrator.spec.matrix_file import load_spec
+    from vmatrix.orchestrator.sweep.run_cell import sidecar_env
+
+    spec = load_spec(Path(__file__).resolve().parent.parent / "examples" / "gpu-lmcache-0.28.0.yaml", check_index=False)
+    cell = next(c for c in expand(spec).cells if c.knobs.get("lmcache_connector") == "LMCacheMPConnector")
+    ov = {"path": "/wh/_torch-2.13.0", "env": dict(overlay.ENV)}
+    env = sidecar_env(cell, {"torch_overlay": ov}, "me")
+    assert env["PYTHONPATH"] == "/wh/_torch-2.13.0" and env["PYTORCH_SKIP_CUDNN_COMPATIBILITY_CHECK"] == "1"
+    assert "PYTHONPATH" not in sidecar_env(cell, {}, None)  # an engine on the host's torch: as before
