@@ -6,6 +6,10 @@
 #                                       each once; the line says which volumes are still missing
 #   offline-host.sh overlay-check TORCH the staged torch overlay _torch-TORCH imports and uses
 #                                       the GPU (images/overlay.py), before any engine starts
+#   offline-host.sh lmcache-check LMCACHE [TORCH]
+#                                       LMCache's compiled ops (lmcache.cuda_ops) load on the staged
+#                                       torch overlay (default 2.13.0) as its engine would load them,
+#                                       or the loader's error line (docs/GPU.md)
 #   offline-host.sh feed UPLOAD ...     unpack, then in the background what the folders complete
 #                                       so far allow: `setup` once _vmatrix is in, `overlay-check`
 #                                       once a _torch-* is in (feed.log), while uploads go on
@@ -83,6 +87,18 @@ case "${1:-}" in
     # torch's modules from source.
     "$PY" -m compileall -q -j 0 "$VMATRIX_WHEELHOUSE/_torch-$2" >/dev/null 2>&1 || true
     "$PY" -m vmatrix.images.overlay check "$VMATRIX_WHEELHOUSE/_torch-$2" ;;
+  lmcache-check)
+    # lmcache-VERSION's wheels (--no-deps, as the engine's env installs them) into a folder of
+    # their own, once, then a fresh interpreter with the overlay first on PYTHONPATH imports
+    # torch and lmcache.cuda_ops (images/overlay.py `import`).
+    lm=$VMATRIX_WHEELHOUSE/lmcache-$2 site=$VMATRIX_DATA/lmcache-$2-site
+    if [ ! -f "$site/.done" ]; then
+      rm -rf "$site"
+      "$PY" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check \
+        --target "$site" "$lm"/*.whl
+      touch "$site/.done"
+    fi
+    "$PY" -m vmatrix.images.overlay import "$VMATRIX_WHEELHOUSE/_torch-${3:-2.13.0}" lmcache.cuda_ops --path "$site" ;;
   setup)
     mkdir -p "$VMATRIX_DATA"
     if [ ! -f "$VMATRIX_SITE/.done" ]; then
@@ -153,5 +169,5 @@ EOF
       "$VMATRIX_DATA"/packing-mem-*.csv "$dest/" 2>/dev/null || true
     tar -czf "$dest/engine-logs.tgz" -C "$VMATRIX_DATA" logs 2>/dev/null || true ;;
   *)
-    sed -n '2,36p' "$0"; exit 2 ;;
+    sed -n '2,40p' "$0"; exit 2 ;;
 esac

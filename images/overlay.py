@@ -9,6 +9,8 @@ engine sees it: the orchestrator and the host keep their own torch.
 
     python -m vmatrix.images.overlay build DEST WHEEL ... [--sm 90] [--cut PREFIX ...] [--env K=V ...]
     python -m vmatrix.images.overlay check OVERLAY [--python PY]   (on the host: before any engine)
+    python -m vmatrix.images.overlay import OVERLAY MODULE [--path DIR ...]
+                                        (on the host: a compiled extension loads on the overlay's torch)
 
 ``build`` (here, with network) unpacks the wheels, drops what the engine never loads
 (headers, Blackwell's ptxas, CUPTI) and blanks the GPU code of other architectures
@@ -16,7 +18,9 @@ engine sees it: the orchestrator and the host keep their own torch.
 environment the engine needs with it. ``check`` imports the overlay's torch in a fresh
 interpreter, runs a matmul, a cuDNN convolution and a triton kernel on the GPU and reads
 NCCL's version; its line is kept in ``.vmatrix-checked`` (a failure in ``.vmatrix-failed``),
-and the engine environment refuses an overlay whose check failed. Standard library only.
+and the engine environment refuses an overlay whose check failed. ``import`` loads one module
+(LMCache's ``lmcache.cuda_ops``) as an engine on the overlay would see it, after torch, and
+prints where both came from or the loader's error line. Standard library only.
 """
 
 from __future__ import annotations
@@ -141,25 +145,48 @@ print(f"torch {torch.__version__} (cuda {torch.version.cuda}) on {dev}: matmul {
 """
 
 
-def check(overlay: Path, python: str = sys.executable, timeout_s: float = 300) -> tuple[bool, str]:
-    """Run the probe against ``overlay``; keep its line in the folder. (ok, line)."""
+def _probe(overlay: Path, argv: list[str], paths: tuple[Path, ...], timeout_s: float) -> tuple[bool, str]:
+    """Run ``argv`` as the engine's environment on ``overlay`` would: the overlay first on
+    PYTHONPATH (then ``paths``), the overlay's variables set. (ok, its last output line)."""
     manifest = read(overlay)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env |= {"PYTHONPATH": str(overlay), **manifest.get("env", {})}  # type: ignore[dict-item]
+    env |= {"PYTHONPATH": os.pathsep.join(map(str, (overlay, *paths))), **manifest.get("env", {})}  # type: ignore[dict-item]
+    try:
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return False, f"the check did not finish in {timeout_s:.0f} s"
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    return proc.returncode == 0, lines[-1] if lines else f"exit status {proc.returncode}"
+
+
+def check(overlay: Path, python: str = sys.executable, timeout_s: float = 300) -> tuple[bool, str]:
+    """Run the probe against ``overlay``; keep its line in the folder. (ok, line)."""
     # From a file, not -c: triton's @jit reads its function's source from the file.
     probe = overlay / ".vmatrix-probe.py"
     probe.write_text(_PROBE)
-    try:
-        proc = subprocess.run([python, str(probe), str(overlay)], env=env, capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
-        ok = proc.returncode == 0
-        lines = (proc.stdout + proc.stderr).strip().splitlines()
-        line = lines[-1] if lines else f"exit status {proc.returncode}"
-    except subprocess.TimeoutExpired:
-        ok, line = False, f"the check did not finish in {timeout_s:.0f} s"
+    ok, line = _probe(overlay, [python, str(probe), str(overlay)], (), timeout_s)
     (overlay / (CHECKED if ok else FAILED)).write_text(line + "\n")
     (overlay / (FAILED if ok else CHECKED)).unlink(missing_ok=True)
     return ok, line
+
+
+# torch first, as the engine imports it: an extension finds libtorch and libc10 by their
+# sonames among the libraries torch has loaded (LMCache's cuda_ops has no RPATH).
+_IMPORT = r"""
+import importlib, os, sys
+import torch
+mod = importlib.import_module(sys.argv[1])
+print(f"{sys.argv[1]} loads on torch {torch.__version__} ({os.path.dirname(torch.__file__)}, "
+      f"cuda {torch.cuda.is_available()}): {getattr(mod, '__file__', '?')}")
+"""
+
+
+def import_check(overlay: Path, module: str, paths: tuple[Path, ...] = (), python: str = sys.executable,
+                 timeout_s: float = 300) -> tuple[bool, str]:
+    """Import ``module`` after torch in a fresh interpreter on ``overlay``, ``paths`` after it on
+    PYTHONPATH (where the module is installed). (ok, line): where both came from, or the
+    loader's error (``ImportError: ...: undefined symbol: ...``)."""
+    return _probe(overlay, [python, "-c", _IMPORT, module], paths, timeout_s)
 
 
 def checked(overlay: Path) -> tuple[bool | None, str]:
@@ -182,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="import the overlay's torch and use the GPU; keep the result")
     c.add_argument("overlay", type=Path)
     c.add_argument("--python", default=sys.executable)
+    i = sub.add_parser("import", help="import MODULE after the overlay's torch, as the engine would")
+    i.add_argument("overlay", type=Path)
+    i.add_argument("module")
+    i.add_argument("--path", type=Path, action="append", default=[], help="a folder after the overlay on PYTHONPATH")
+    i.add_argument("--python", default=sys.executable)
     args = parser.parse_args(argv)
     if args.cmd == "build":
         env = dict(kv.split("=", 1) for kv in args.env) if args.env is not None else None
@@ -190,11 +222,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.dest}: torch {m['torch']}, {len(m['packages'])} packages, {blanked >> 20} MiB of other GPUs' code blanked")  # type: ignore[arg-type]
         return 0
     try:
-        ok, line = check(args.overlay, args.python)
+        if args.cmd == "import":
+            ok, line = import_check(args.overlay, args.module, tuple(args.path), args.python)
+        else:
+            ok, line = check(args.overlay, args.python)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(("overlay ok: " if ok else "overlay FAILED: ") + line)
+    what = f"{args.module} on {args.overlay.name}" if args.cmd == "import" else "overlay"
+    print(f"{what} {'ok' if ok else 'FAILED'}: {line}")
     return 0 if ok else 1
 
 

@@ -178,6 +178,13 @@ def staged_wheels(recipe: EngineRecipe) -> Path | None:
     return folder if folder.is_dir() else None
 
 
+def staged_lmcache(recipe: EngineRecipe, staged: Path) -> Path | None:
+    """Where the staged LMCache of a recipe with ``lmcache`` is: ``lmcache-<version>/`` beside
+    its release's folder ``staged`` (``python -m vmatrix.images.stage lmcache``), installed with
+    it; None for a recipe without LMCache."""
+    return staged.parent / f"lmcache-{recipe.lmcache}" if recipe.lmcache else None
+
+
 @functools.lru_cache(maxsize=1)
 def pip_config() -> dict[str, str]:
     """pip's settings (``global``, then ``install`` sections), read from its config files.

@@ -7,6 +7,10 @@
     python -m vmatrix.images.stage torch VERSION DEST [--torchvision V]
                                                     DEST/_torch-VERSION: the overlay of a torch
                                                     the host lacks (images/overlay.py)
+    python -m vmatrix.images.stage lmcache VERSION DEST --release R [--staged DIR]
+                                                    DEST/lmcache-VERSION: LMCache's wheel and
+                                                    the dependencies neither the host nor
+                                                    vllm-R's folder (DIR) holds
 
 then ``python -m vmatrix.images.volumes pack OUT DEST/_vmatrix DEST/vllm-X DEST/_torch-Y``. The
 release step is ../shared/gpu/stage-wheels' logic (the host's package list, the same
@@ -49,6 +53,7 @@ VMATRIX_REQS = ["typer>=0.12,<0.29", "rich>=13", "pydantic>=2.7", "sqlalchemy>=2
                 "prometheus_client>=0.20", "filelock>=3.13", "platformdirs>=4", "ray[default]==2.60.0"]
 RAY_CUTS = ("ray/jars/", "ray/rllib/", "ray/dashboard/client/build/")  # Java, RL, the web UI (--include-dashboard=false)
 SM = 90
+LMCACHE_MANIFEST = "vmatrix-lmcache.json"  # in DEST/lmcache-VERSION: the release it was staged against
 
 
 def norm(name: str) -> str:
@@ -79,6 +84,20 @@ def _requires(wheel: Path) -> list[str]:
     return [ln.split(": ", 1)[1] for ln in meta.splitlines() if ln.startswith("Requires-Dist: ") and "extra ==" not in ln]
 
 
+def _metadata_requires(spec: str, work: Path) -> list[str]:
+    """``spec``'s own Requires-Dist, extras left out, read from the index's metadata (no wheel
+    is fetched: vLLM's is hundreds of MB)."""
+    _pip("install", "-q", "--dry-run", "--ignore-installed", "--no-deps", "--report", str(work / "m.json"),
+         "--target", str(work / "t"), spec, *PLATFORM)
+    meta = json.loads((work / "m.json").read_text())["install"][0]["metadata"]
+    return [r for r in meta.get("requires_dist", []) if "extra ==" not in r]
+
+
+def _unskipped(reqs: list[str]) -> list[str]:
+    """``reqs`` less what is never staged (torch, the CUDA libraries, the heavy kernels: SKIP)."""
+    return [r for r in reqs if not SKIP.match(norm(re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0]))]
+
+
 def _pin(reqs: list[str], name: str) -> str | None:
     for r in reqs:
         if m := re.match(rf"^{name}\s*\(?==\s*([^\s;,)]+)", r):
@@ -96,8 +115,7 @@ def release(version: str, dest: Path) -> Path:
     try:
         _pip("download", "-q", "--no-deps", "-d", str(work / "vllm"), f"vllm=={version}", *PLATFORM)
         wheel = next((work / "vllm").glob("vllm-*.whl"))
-        reqs = [r for r in _requires(wheel) if not SKIP.match(norm(re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0]))]
-        picked = _lacking(reqs + ALWAYS, work)
+        picked = _lacking(_unskipped(_requires(wheel)) + ALWAYS, work)
         _pip("download", "-q", "--no-deps", "-d", str(work / "deps"), *picked, *PLATFORM)
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
@@ -143,6 +161,56 @@ def torch(version: str, dest: Path, torchvision: str | None) -> Path:
     return folder
 
 
+def _wheel_names(folder: Path) -> dict[str, str]:
+    """Normalized name -> version of every wheel in ``folder``."""
+    return {norm(w.name.split("-")[0]): w.name.split("-")[1] for w in folder.glob("*.whl")}
+
+
+def lmcache(version: str, dest: Path, release_version: str, staged: Path | None = None) -> Path:
+    """LMCache's wheel and the wheels of its dependencies that neither the host nor the staged
+    vLLM release holds, into ``dest/lmcache-VERSION`` (installed with the release's folder:
+    orchestrator/runtimes/venvs.py). What the release's folder holds is read from ``staged``
+    (the folder sent to the host) or, without it, resolved as :func:`release` stages it.
+
+    A package both need is taken from the host or the release, at their version, by name:
+    LMCache and vLLM are installed ``--no-deps`` into one venv, and their pins do not resolve
+    together (0.5.6's ``opentelemetry-api<=1.40.0`` against vLLM 0.28.0's stack). Such
+    differences are kept in the folder's ``vmatrix-lmcache.json`` and printed."""
+    folder = dest / f"lmcache-{version}"
+    work = Path(tempfile.mkdtemp())
+    try:
+        if staged is not None:
+            if not any(staged.glob("vllm-*.whl")):
+                raise ValueError(f"{staged} holds no vLLM wheel: not a staged release folder")
+            released = _wheel_names(staged)
+        else:
+            (work / "release").mkdir()
+            pins = _lacking(_unskipped(_metadata_requires(f"vllm=={release_version}", work / "release")) + ALWAYS,
+                            work / "release")
+            released = {norm(n): v for n, v in (p.split("==") for p in pins)}
+        _pip("download", "-q", "--no-deps", "-d", str(work / "lmcache"), f"lmcache=={version}", *PLATFORM)
+        wheel = next((work / "lmcache").glob("lmcache-*.whl"))
+        wanted = [p.split("==") for p in _lacking(_unskipped(_requires(wheel)), work)]
+        picked = [f"{n}=={v}" for n, v in wanted if norm(n) not in released]
+        other = {n: {"lmcache": v, "release": released[norm(n)]} for n, v in wanted
+                 if norm(n) in released and released[norm(n)] != v}
+        if picked:
+            _pip("download", "-q", "--no-deps", "-d", str(work / "deps"), *picked, *PLATFORM)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        _store(wheel, folder)
+        for w in sorted((work / "deps").glob("*.whl")):
+            _store(w, folder)
+    finally:
+        shutil.rmtree(work)
+    (folder / LMCACHE_MANIFEST).write_text(json.dumps(
+        {"lmcache": version, "release": release_version, "staged": picked, "release_versions": other},
+        indent=1, sort_keys=True))
+    for n, v in sorted(other.items()):
+        print(f"{n}: LMCache's own resolve picks {v['lmcache']}, vllm-{release_version} has {v['release']} (used)")
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vmatrix.images.stage", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -155,11 +223,19 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("version")
     t.add_argument("dest", type=Path)
     t.add_argument("--torchvision", default=None)
+    lm = sub.add_parser("lmcache")
+    lm.add_argument("version")
+    lm.add_argument("dest", type=Path)
+    lm.add_argument("--release", required=True, help="the vLLM release it runs beside (0.28.0)")
+    lm.add_argument("--staged", type=Path, default=None,
+                    help="that release's staged folder (DEST/vllm-R of `stage release`); default: resolved again")
     args = parser.parse_args(argv)
     if args.cmd == "release":
         folder = release(args.version, args.dest)
     elif args.cmd == "vmatrix":
         folder = vmatrix(args.dest)
+    elif args.cmd == "lmcache":
+        folder = lmcache(args.version, args.dest, args.release, args.staged)
     else:
         folder = torch(args.version, args.dest, args.torchvision)
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())

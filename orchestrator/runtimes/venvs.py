@@ -28,12 +28,13 @@ from typing import Any
 from filelock import FileLock
 
 from vmatrix.errors import EnvBuildError, PatchSetError
-from vmatrix.images import overlay, volumes
+from vmatrix.images import overlay, stage, volumes
 from vmatrix.images.recipe import (
     CPU_UNWANTED,
     find_links,
     recipe_patches,
     requirements,
+    staged_lmcache,
     staged_wheels,
     wheel_path,
 )
@@ -136,6 +137,8 @@ def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path, s
     wheels = sorted(str(w) for w in folder.glob("*.whl"))
     if not any(Path(w).name.startswith(recipe.distribution.replace("-", "_") + "-") for w in wheels):
         raise EnvBuildError(f"staged wheelhouse {folder} holds no {recipe.distribution} wheel")
+    if (lm := staged_lmcache(recipe, folder)) is not None:
+        wheels += _lmcache_wheels(recipe, lm)
     uv = _uv()
     env = {**os.environ, "VIRTUAL_ENV": str(root)}
     env.pop("PYTHONPATH", None)  # the orchestrator's own path must not leak into the engine's env
@@ -154,6 +157,35 @@ def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path, s
         (_site_packages(root) / "_vmatrix_host.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     if _run(steps[1], log, env, steps_of.next(f"installing {len(wheels)} staged wheels")).returncode != 0:
         raise EnvBuildError(f"installing the staged wheels of {folder} failed (see {log})")
+
+
+def _still_arriving(folder: Path) -> list[str]:
+    """The volumes of ``folder`` not yet applied in its wheelhouse (images/volumes.py); [] when
+    it is whole or did not come in volumes."""
+    lacking, complete = volumes.missing(folder.parent)
+    if complete.get(folder.name) is False:
+        return [n for n in lacking if n.startswith(folder.name + ".")]
+    return []
+
+
+def _lmcache_wheels(recipe: EngineRecipe, folder: Path) -> list[str]:
+    """The staged LMCache's wheels (LMCache and what the host and the release lack), or an
+    error that says what is missing: the folder, its wheel, volumes still arriving, or a
+    folder staged against another release (its dependencies were chosen beside that one)."""
+    how = f"python -m vmatrix.images.stage lmcache {recipe.lmcache} DEST --release {recipe.vllm}"
+    if not folder.is_dir():
+        raise EnvBuildError(f"{recipe.label} needs LMCache {recipe.lmcache}; the wheelhouse holds no {folder} ({how})")
+    if left := _still_arriving(folder):
+        raise EnvBuildError(f"the staged LMCache {folder} is still arriving: {len(left)} volume(s) missing, e.g. {left[0]}")
+    _join_parts(folder)
+    wheels = sorted(str(w) for w in folder.glob("*.whl"))
+    if not any(Path(w).name.startswith(f"lmcache-{recipe.lmcache}-") for w in wheels):
+        raise EnvBuildError(f"the staged LMCache folder {folder} holds no lmcache {recipe.lmcache} wheel ({how})")
+    manifest = folder / stage.LMCACHE_MANIFEST
+    staged_for = json.loads(manifest.read_text()).get("release") if manifest.is_file() else None
+    if staged_for not in (None, recipe.vllm):
+        raise EnvBuildError(f"the staged LMCache {folder} was staged beside vLLM {staged_for}, not {recipe.vllm} ({how})")
+    return wheels
 
 
 _TORCH_PIN = re.compile(r"^Requires-Dist:\s*torch\s*\(?\s*==\s*([^\s;,)]+)")
@@ -200,9 +232,7 @@ def torch_overlay(recipe: EngineRecipe, staged: Path) -> Path | None:
     if not (folder / overlay.MANIFEST).is_file():
         raise EnvBuildError(f"{recipe.distribution} {recipe.vllm} pins torch=={pin}; {has} and {folder} holds no "
                             f"staged torch overlay (python -m vmatrix.images.overlay build; docs/GPU.md)")
-    lacking, complete = volumes.missing(staged.parent)
-    if complete.get(folder.name) is False:
-        left = [n for n in lacking if n.startswith(folder.name + ".")]
+    if left := _still_arriving(folder):
         raise EnvBuildError(f"the torch overlay {folder} is still arriving: {len(left)} volume(s) missing, e.g. {left[0]}")
     ok, line = overlay.checked(folder)
     if not ok:
@@ -398,6 +428,8 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
         }
         if staged is not None:
             fingerprint["staged_wheels"] = str(staged)
+            if (lm := staged_lmcache(recipe, staged)) is not None:
+                fingerprint["staged_lmcache"] = str(lm)
         if torch_folder is not None:
             ov = overlay_fingerprint(torch_folder)
             fingerprint["torch"] = f"torch {ov['torch']} (staged)"

@@ -43,6 +43,7 @@ from vmatrix.orchestrator.runtimes.interface import EngineStart, Runtime
 from vmatrix.orchestrator.runtimes.phases import KV_CACHE_READY, LogFollower
 from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
+from vmatrix.orchestrator.runtimes.venvs import with_overlay
 from vmatrix.orchestrator.spec.matrix_file import Timeouts, memory_share
 from vmatrix.orchestrator.spec.workload import WorkloadSpec
 from vmatrix.orchestrator.stack import lmcache
@@ -63,6 +64,16 @@ _PORT_RACE = ("eaddrinuse", "address already in use")
 def port_race(signature: str | None) -> bool:
     """True if an engine's startup failure is a port taken from under it (worth one more start)."""
     return signature is not None and any(mark in signature.lower() for mark in _PORT_RACE)
+
+
+def sidecar_env(cell: Cell, fingerprint: dict[str, Any], owner: str | None) -> dict[str, str]:
+    """The LMCache server's environment: the engine's variables and, where the engine runs on a
+    staged torch overlay, the overlay first on PYTHONPATH as the engine has it. The server
+    loads LMCache's compiled ops too, and on the host's own torch they do not load."""
+    env = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
+    if owner:
+        env[OWNER_ENV] = owner
+    return with_overlay(env, fingerprint)
 
 
 def gpu_ids_for(cell: Cell) -> list[str]:
@@ -273,10 +284,7 @@ def run_cell(
     timings["env_s"] = time.monotonic() - t
     sidecar = None
     if lmc is not None and lmc.sidecar is not None:
-        process_env = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
-        if runtime.owner:
-            process_env[OWNER_ENV] = runtime.owner
-        sidecar = EngineProcess(argv=lmc.sidecar.argv, env=process_env, log_path=stem.with_name(stem.name + ".lmcache.log"),
+        sidecar = EngineProcess(argv=lmc.sidecar.argv, env=sidecar_env(cell, outcome.fingerprint, runtime.owner), log_path=stem.with_name(stem.name + ".lmcache.log"),
                                 port=lmc.sidecar.http_port, health_path="/healthcheck")
     companions = (sidecar,) if sidecar else ()
 
