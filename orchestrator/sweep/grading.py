@@ -25,16 +25,16 @@ from vmatrix.jobs.workload import build_workload
 from vmatrix.orchestrator.plan.canary import excused_symptoms, logit_scale
 from vmatrix.orchestrator.plan.matrix import Plan
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens
-from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec
+from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec, workload_spec
 from vmatrix.orchestrator.stack.geometry import lmcache_on
 from vmatrix.records import Layout, Transcript
 
 
-def exercised(cell: Cell, spec: WorkloadSpec | None = None) -> Exercised:
+def exercised(cell: Cell) -> Exercised:
     """What a cell claims to test, for the grader's coverage check: its knobs, and the
-    restart points of its workload (``spec``: the cell's, when the caller has read it)."""
+    restart points of its workload."""
     knobs = cell.knobs
-    workload = spec or WorkloadSpec(**cell.workload)
+    workload = workload_spec(cell)
     return Exercised(
         prefix_caching=bool(knobs.get("prefix_caching")),
         speculative=knobs.get("speculative") is not None,
@@ -44,10 +44,10 @@ def exercised(cell: Cell, spec: WorkloadSpec | None = None) -> Exercised:
     )
 
 
-def shaped(cell: Cell, layout: Layout | None, spec: WorkloadSpec | None = None) -> Shaped | None:
+def shaped(cell: Cell, layout: Layout | None) -> Shaped | None:
     """A shaped cell's requests as its run laid them out (its recorded layout), with what its
-    knobs make of them; None for an unshaped workload (``spec``: the cell's, when read)."""
-    spec = spec or WorkloadSpec(**cell.workload)
+    knobs make of them; None for an unshaped workload."""
+    spec = workload_spec(cell)
     if spec.shapes is None or layout is None or layout.block_tokens is None:
         return None
     kinds = {s.name: s.kind for s in spec.shapes}
@@ -118,15 +118,14 @@ def grade_cell(
         return Grade("ungraded", mismatch, {"layout": outcome.transcript.layout.to_json()},  # type: ignore[union-attr]
                      control_run_id=control.id)
     floor: NoiseFloor | None = read.floor
-    spec = WorkloadSpec(**cell.workload)  # the cell's workload, read once for every step below
     ignore = set(grading.ignore_symptoms) | set(excused_symptoms(cell.model.name))
     layout = outcome.transcript.layout
     verdict, summary, evidence = grade_transcripts(
         outcome.transcript, control_transcript, grading.tie_margin, grading.max_tie_flip_fraction,
-        floor, sorted(ignore), exercised(cell, spec), tie_steps=grading.tie_steps,
+        floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
         logit_scale=model_logit_scale(grading, cell.model.name), end_tokens=end_tokens_for(cell),
         block_tokens=(block := _block_tokens(outcome.log_path) or _layout_block(layout) or engine_block),
-        shaped=shaped(cell, layout, spec),
+        shaped=shaped(cell, layout),
     )
     # Kept with the grade: a regrade on a machine without the engine's log reads it here.
     evidence["engine_block"] = block
@@ -137,7 +136,7 @@ def grade_cell(
                 f"the engine did not say its block size: the shapes were laid out on a guess of {layout.block_tokens}")
             if verdict in ("clean", "partial"):
                 verdict, summary = "unexercised", f"not exercised: {evidence['coverage']['gaps'][-1]}"
-    if verdict == "unexercised" and (finding := _hits_lost_to_spec(read, spec, outcome.transcript)):
+    if verdict == "unexercised" and (finding := _hits_lost_to_spec(read, workload_spec(cell), outcome.transcript)):
         evidence["finding"] = finding
         summary = f"{summary}; {finding}"
     return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
@@ -189,7 +188,7 @@ def _graded_block(store: Store, cell: Cell, run_id: int) -> int | None:
     """The engine's block as an earlier grade of the run knew it (from the engine's log, on
     the machine that ran it): kept with the grade, or, for grades made before it was kept,
     the probe's block when that grade checked it against the log and found nothing amiss."""
-    probe = WorkloadSpec(**cell.workload).probe_block_tokens
+    probe = workload_spec(cell).probe_block_tokens
     for row in store.grades_of(run_id):
         evidence = row.evidence or {}
         if evidence.get("engine_block"):

@@ -44,7 +44,7 @@ from vmatrix.orchestrator.runtimes.phases import KV_CACHE_READY, LogFollower
 from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
 from vmatrix.orchestrator.spec.matrix_file import Timeouts, memory_share
-from vmatrix.orchestrator.spec.workload import WorkloadSpec
+from vmatrix.orchestrator.spec.workload import WorkloadSpec, workload_spec
 from vmatrix.orchestrator.stack import lmcache
 from vmatrix.orchestrator.stack.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
 from vmatrix.progress import REPLAY, Step, StepReport
@@ -409,7 +409,7 @@ def run_cell(
 
         say("replaying")
         t = time.monotonic()
-        spec = WorkloadSpec(**cell.workload)
+        spec = workload_spec(cell)
         layout = engine_layout(spec, engine.log_path, cell.knobs.get("block_size"))
         workload = build_workload(spec, layout.block_tokens)
         layout = replace(layout, requests_digest=requests_digest(workload) if spec.shapes else None,
