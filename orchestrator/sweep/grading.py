@@ -15,12 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmatrix.cells import Cell, Grade, RunOutcome
+from vmatrix.cells import Cell, Grade, RunOutcome, model_end_tokens
 from vmatrix.db.models import GradeRow, Run
 from vmatrix.db.store import CellStanding, GradingRead, Store
 from vmatrix.jobs.grade import PREFIX_HITS, Exercised, grade_transcripts
 from vmatrix.jobs.noise import NoiseFloor, noise_floor, scaled_tie_margin
-from vmatrix.jobs.replay import model_end_tokens
 from vmatrix.jobs.shape_grade import Placed, Shaped
 from vmatrix.jobs.shapes import fragments
 from vmatrix.jobs.workload import build_workload

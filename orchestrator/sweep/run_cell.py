@@ -28,11 +28,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from vmatrix.cells import Cell, RunOutcome
+from vmatrix.cells import Cell, RunOutcome, model_end_tokens
 from vmatrix.errors import BuildError
 from vmatrix.images.gpu_gate import gate_env, hook_id
 from vmatrix.images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
-from vmatrix.jobs.replay import model_end_tokens, replay
+from vmatrix.jobs.replay import replay
 from vmatrix.jobs.shapes import LAYOUT_VERSION
 from vmatrix.jobs.workload import build_workload, layout_block, requests_digest
 from vmatrix.orchestrator.runtimes import runtime_named
