@@ -33,7 +33,7 @@ from vmatrix.db.store import Store
 from vmatrix.jobs.workload import build_workload
 from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
-from vmatrix.orchestrator.spec.workload import WorkloadSpec
+from vmatrix.orchestrator.spec.workload import workload_spec
 from vmatrix.orchestrator.sweep.grading import end_tokens_for
 from vmatrix.orchestrator.sweep.scheduler import run_sweep
 from vmatrix.records import RequestRecord, answer_span
@@ -93,7 +93,7 @@ def probe_margins(store: Store, cell: Cell, run_id: int, control_run_id: int | N
     """The probed answers (the requests asking for a line the cached block boundary splits):
     how many the cell got right, and the mean of each answer's least top-1/top-2 margin in
     the cell and in its control: how far a corruption moved answers it did not change."""
-    keys = set(build_workload(WorkloadSpec(**cell.workload)).probes)
+    keys = set(build_workload(workload_spec(cell)).probes)
     if not keys or control_run_id is None:
         return "-"
     ends = end_tokens_for(cell)

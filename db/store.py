@@ -112,6 +112,19 @@ class GradingRead:
     sibling_transcript: Transcript | None = None
 
 
+@dataclass(frozen=True)
+class CellStanding:
+    """Where a cell stands in the store when a sweep plans its runs and late grades
+    (:meth:`Store.standings`): its newest run, that run's newest verdict, how many runs
+    finished ok (up to two: a noise floor's pair), and whether the sweep has measured its
+    noise floor (a control's)."""
+
+    latest: Run | None = None
+    verdict: str | None = None
+    ok_count: int = 0
+    has_floor: bool = False
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets readers (the CLI) run alongside the orchestrator's writes; the busy timeout
@@ -336,7 +349,13 @@ class Store:
     def grades_of(self, run_id: int) -> list[GradeRow]:
         """Every grade of a run, newest first (grades are appended, never rewritten)."""
         with self.session() as session:
-            return list(session.scalars(select(GradeRow).where(GradeRow.run_id == run_id).order_by(GradeRow.id.desc())))
+            return _grades_of(session, run_id)
+
+    def regrade_read(self, run_id: int) -> tuple[Transcript, list[GradeRow]]:
+        """What grading a recorded run again reads of it, in one session: its transcript,
+        and its grades so far, newest first (the engine's block an earlier grade kept)."""
+        with self.session() as session:
+            return _transcript(session, session.get_one(Run, run_id)), _grades_of(session, run_id)
 
     def requests_for(self, run_id: int) -> list[RequestRecord]:
         with self.session() as session:
@@ -365,6 +384,20 @@ class Store:
                 measured[0] if measured else None,
                 sibling, _transcript(session, sibling) if sibling is not None and sibling.status == "ok" else None)
 
+    def standings(self, cell_ids: list[str], sweep_id: int | None = None) -> dict[str, CellStanding]:
+        """Where each cell stands (:class:`CellStanding`), read in one session."""
+        out: dict[str, CellStanding] = {}
+        with self.session() as session:
+            for cell_id in dict.fromkeys(cell_ids):
+                latest = _latest_run(session, cell_id)
+                grade = session.scalars(select(GradeRow.verdict).where(GradeRow.id == newest_grade_of(latest.id))
+                                        ).first() if latest is not None else None
+                ok = len(session.scalars(select(Run.id).where(Run.cell_id == cell_id, Run.status == "ok")
+                                         .limit(2)).all())
+                floor = sweep_id is not None and _noise_floor(session, sweep_id, cell_id) is not None
+                out[cell_id] = CellStanding(latest, grade, ok, floor)
+        return out
+
     def ok_runs(self, cell_id: str, limit: int = 2) -> list[Run]:
         """The cell's newest runs that finished ok, newest first."""
         with self.session() as session:
@@ -372,6 +405,14 @@ class Store:
                 select(Run).where(Run.cell_id == cell_id, Run.status == "ok")
                 .order_by(*latest_first()).limit(limit)
             ))
+
+    def ok_transcripts(self, cell_id: str, limit: int = 2) -> list[tuple[Run, Transcript]]:
+        """The cell's newest runs that finished ok, newest first, each with its transcript,
+        in one session: a control's noise floor and its early-abort reference read them."""
+        with self.session() as session:
+            runs = session.scalars(select(Run).where(Run.cell_id == cell_id, Run.status == "ok")
+                                   .order_by(*latest_first()).limit(limit))
+            return [(run, _transcript(session, run)) for run in runs]
 
     def record_noise_floor(self, sweep_id: int, control_cell_id: str, run_id: int, repeat_run_id: int,
                            floor: NoiseFloor) -> int:
@@ -389,6 +430,10 @@ class Store:
 
 def _latest_run(session: Session, cell_id: str) -> Run | None:
     return session.scalars(select(Run).where(Run.cell_id == cell_id).order_by(*latest_first()).limit(1)).first()
+
+
+def _grades_of(session: Session, run_id: int) -> list[GradeRow]:
+    return list(session.scalars(select(GradeRow).where(GradeRow.run_id == run_id).order_by(GradeRow.id.desc())))
 
 
 def _requests(session: Session, run_id: int) -> list[RequestRecord]:

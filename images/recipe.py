@@ -14,6 +14,7 @@ import configparser
 import functools
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -183,6 +184,26 @@ def staged_lmcache(recipe: EngineRecipe, staged: Path) -> Path | None:
     its release's folder ``staged`` (``python -m vmatrix.images.stage lmcache``), installed with
     it; None for a recipe without LMCache."""
     return staged.parent / f"lmcache-{recipe.lmcache}" if recipe.lmcache else None
+
+
+@dataclass(frozen=True)
+class Install:
+    """What building a recipe's environment reads of it (:func:`install_of`): the folder of
+    its staged wheels (None: it installs from an index), what the installer is asked for,
+    the local file its wheel names (None: no wheel, or a remote one), and its patches in
+    order, as :func:`recipe_patches` gives them."""
+
+    staged: Path | None
+    requirements: list[str]
+    local_wheel: Path | None
+    patches: list[tuple[str, Path, str]]
+
+
+def install_of(recipe: EngineRecipe) -> Install:
+    """The recipe as an environment build reads it, read once; a set with no variant for
+    the recipe's release raises NoVariantError here, before anything is installed."""
+    return Install(staged_wheels(recipe), requirements(recipe), wheel_path(recipe.wheel) if recipe.wheel else None,
+                   recipe_patches(recipe))
 
 
 @functools.lru_cache(maxsize=1)

@@ -16,7 +16,7 @@ framing).
 The answer's end: the replay generates ``max_tokens`` tokens whatever the model does
 (``ignore_eos``, so every position has a control token to compare with), so the text
 goes on past the model's end-of-turn token. Given the model's end tokens
-(:func:`model_end_tokens`), each record notes how much of its text came before the
+(``vmatrix.cells.model_end_tokens``), each record notes how much of its text came before the
 first one (``answer_chars``): the answer that an expectation is graded on.
 
 Early abort: given the control's tokens and margins (:class:`ControlReference`), the
@@ -40,7 +40,6 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import aiohttp
 
@@ -79,22 +78,6 @@ def _completion_items(logprobs: dict) -> list[dict]:
     tops = logprobs.get("top_logprobs") or [None] * len(logprobs["tokens"])
     return [{"token": token, "logprob": lp, "top_logprobs": [{"logprob": v} for v in (top or {}).values()]}
             for token, lp, top in zip(logprobs["tokens"], logprobs["token_logprobs"], tops, strict=False)]
-
-
-def model_end_tokens(model_dir: str | Path) -> frozenset[int]:
-    """The token ids that end a turn for the model in ``model_dir``: ``eos_token_id`` of its
-    ``generation_config.json`` (what vLLM stops at), else of its ``config.json``; empty
-    when neither names one (or the folder cannot be read)."""
-    for name in ("generation_config.json", "config.json"):
-        try:
-            eos = json.loads((Path(model_dir) / name).read_text()).get("eos_token_id")
-        except (OSError, ValueError, AttributeError):
-            continue
-        ids = eos if isinstance(eos, list) else [eos]
-        found = frozenset(i for i in ids if isinstance(i, int) and not isinstance(i, bool))
-        if found:
-            return found
-    return frozenset()
 
 
 def _chars_before(items: list[dict], end: int, content: str) -> int:
@@ -309,7 +292,7 @@ async def replay(
     number of restarts before them. Without ``restart``, restart points are refused:
     skipping them would grade a different experiment.
 
-    ``end_tokens``: the model's end-of-turn token ids (:func:`model_end_tokens`); without
+    ``end_tokens``: the model's end-of-turn token ids (``vmatrix.cells.model_end_tokens``); without
     them no record knows where its answer ended (``answer_chars`` None), and every
     expectation grades wrong, in the cell and the control alike.
 

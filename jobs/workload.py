@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any, Literal, Protocol
@@ -163,10 +165,40 @@ def layout_block(spec: WorkloadParams, engine_block: int | None) -> tuple[int | 
     return GUESSED_BLOCK, "guessed"
 
 
+# A cell's workload is built once per process for what determines it: the spec, the block
+# and the builders' version, and for a trace its file's state (a trace can change under a
+# recorded cell, and repro must see that). Expansion's digest, the run, the grade and
+# repro then share one value instead of building it again at each step. A sweep has a few
+# workloads, each on a block or two; a shrink builds one per probe, and a probe's trace can
+# be large, so only the newest few are kept.
+_BUILT: OrderedDict[tuple[Any, ...], Workload] = OrderedDict()
+_BUILT_KEPT = 32
+
+
 def build_workload(spec: WorkloadParams, block: int | None = None, layout_version: int = LAYOUT_VERSION) -> Workload:
     """The requests of a workload; a shaped one laid out on ``block`` (the engine's, see
     :func:`layout_block`), which it needs, by the builders' ``layout_version`` (a recorded
-    run's, to rebuild what it replayed)."""
+    run's, to rebuild what it replayed). The same value for the same arguments in a process."""
+    key = (json.dumps(spec.model_dump(mode="json"), sort_keys=True), block, layout_version,
+           _file_state(spec.trace) if spec.kind == "trace" else None)
+    if key in _BUILT:
+        _BUILT.move_to_end(key)
+    else:
+        _BUILT[key] = _build(spec, block, layout_version)
+        if len(_BUILT) > _BUILT_KEPT:
+            _BUILT.popitem(last=False)
+    return _BUILT[key]
+
+
+def _file_state(path: str | None) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size) if st else None
+
+
+def _build(spec: WorkloadParams, block: int | None, layout_version: int) -> Workload:
     if spec.shapes is not None:
         if block is None:
             raise ValueError(f"workload {spec.name!r}: shapes are laid out on a block size; none given")

@@ -16,7 +16,7 @@ from vmatrix.db.queries import resolve_cell_id
 from vmatrix.db.store import Store
 from vmatrix.errors import NotFoundError
 from vmatrix.jobs.workload import build_workload, requests_digest, workload_digest
-from vmatrix.orchestrator.spec.workload import WorkloadSpec
+from vmatrix.orchestrator.spec.workload import workload_spec
 from vmatrix.records import Layout
 from vmatrix.workload import Workload
 
@@ -65,7 +65,7 @@ def load_recorded(store: Store, cell_ref: str, run_id: int | None = None) -> Rec
 def replayed_workload(cell: Cell, layout: Layout | None) -> Workload:
     """The workload a run of ``cell`` laid out as ``layout`` replayed, checked against what
     the run recorded of it (shaped: its requests digest; otherwise: the cell's digest)."""
-    spec = WorkloadSpec(**cell.workload)
+    spec = workload_spec(cell)
     if spec.shapes is None:
         if workload_digest(spec) != cell.workload_digest:
             raise NotFoundError(f"cell {cell.id}: workload {spec.name!r} reads other requests now than it recorded "

@@ -249,7 +249,7 @@ def recorded_runs() -> dict[str, Transcript]:
 
 
 @pytest.fixture
-def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
+def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Plan with the canary as it was at 698bac9, for tests that pin cell ids computed
     then: the model is part of a cell's identity, and a retrained canary is a new model,
     so without this every canary change would look like an identity break. Likewise the
@@ -263,8 +263,8 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
     from vmatrix.orchestrator.plan import matrix
     build = workload.build_workload
 
-    def without_expectations(spec):  # type: ignore[no-untyped-def]
-        wl = build(spec)
+    def without_expectations(spec, *layout):  # type: ignore[no-untyped-def]
+        wl = build(spec, *layout)
         return replace(wl, phases=tuple((name, tuple(replace(r, expect=None) for r in reqs)) for name, reqs in wl.phases))
 
     monkeypatch.setattr("vmatrix.jobs.workload.build_workload", without_expectations)
@@ -284,3 +284,8 @@ def canary_of_698bac9(monkeypatch: pytest.MonkeyPatch) -> None:
     old = ModelRef(path="/canaries/tiny-qwen3next-33755f815644", name="canary:tiny-qwen3next",
                    digest="33755f815644922eedae737304c8675b8419ce57525f36ee85bb7d042a8d4156")
     monkeypatch.setattr("vmatrix.orchestrator.plan.matrix.model_ref", lambda spec: old if spec.canary == "tiny-qwen3next" else current(spec))
+    # A process builds each workload once (jobs/workload.py): none built from today's
+    # corpus is read under the old one, nor the other way round.
+    workload._BUILT.clear()
+    yield
+    workload._BUILT.clear()

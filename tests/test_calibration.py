@@ -242,11 +242,11 @@ def test_a_sweep_with_two_recorded_control_runs_calibrates_without_running(
     store.record_run(first, _outcome(control.id, recorded_runs["patched-control"]))
     store.record_run(first, _outcome(control.id, recorded_runs["patched-control-repeat"]))
     cell_run = store.record_run(first, _outcome(cell.id, recorded_runs["patched-prefix-caching"]))
-    assert will_grade(store, plan, control, set()), "the cell has no grade yet"
+    assert will_grade(store.standings([c.id for c in plan.cells]), plan, control, set()), "the cell has no grade yet"
     store.record_grade(cell_run, grade_cell(store, cell, _outcome(cell.id, recorded_runs["patched-prefix-caching"]),
                                             plan.spec.grading, first))
-    assert not will_grade(store, plan, control, set())
-    assert will_grade(store, plan, control, {cell.id})
+    assert not will_grade(store.standings([c.id for c in plan.cells]), plan, control, set())
+    assert will_grade(store.standings([c.id for c in plan.cells]), plan, control, {cell.id})
 
     second = store.create_sweep("cal", "cal.yaml", MATRIX)
     result = run_sweep(plan, store, second, tmp_path / "logs")

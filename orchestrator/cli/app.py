@@ -289,7 +289,7 @@ def canary_report(
     against ground truth at each prefix length, near-tie share, MTP acceptance."""
     import json
 
-    from vmatrix.jobs.replay import model_end_tokens
+    from vmatrix.cells import model_end_tokens
     from vmatrix.orchestrator.plan.canary import canary_dir
     from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from vmatrix.cells import Cell
 from vmatrix.jobs.shapes import fragments, race_lengths
-from vmatrix.orchestrator.spec.workload import WorkloadSpec
+from vmatrix.orchestrator.spec.workload import workload_spec
 
 
 def shape_notes(cell: Cell) -> list[str]:
     """One line per cold_race shape of a prefix-caching cell that may not fragment."""
-    spec = WorkloadSpec(**cell.workload)
+    spec = workload_spec(cell)
     if spec.shapes is None or cell.is_control or not cell.knobs.get("prefix_caching"):
         return []
     budget, seqs = cell.knobs.get("max_num_batched_tokens"), cell.knobs.get("max_num_seqs")

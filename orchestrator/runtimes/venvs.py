@@ -29,15 +29,7 @@ from filelock import FileLock
 
 from vmatrix.errors import EnvBuildError, PatchSetError
 from vmatrix.images import overlay, stage, volumes
-from vmatrix.images.recipe import (
-    CPU_UNWANTED,
-    find_links,
-    recipe_patches,
-    requirements,
-    staged_lmcache,
-    staged_wheels,
-    wheel_path,
-)
+from vmatrix.images.recipe import CPU_UNWANTED, Install, find_links, install_of, staged_lmcache
 from vmatrix.orchestrator.paths import cache_dir
 from vmatrix.orchestrator.plan.patch_sources import failure_reason
 from vmatrix.orchestrator.runtimes.engine import (
@@ -261,11 +253,11 @@ def with_overlay(env_vars: dict[str, str], fingerprint: dict[str, Any]) -> dict[
     return {**ov.get("env", {}), **env_vars, "PYTHONPATH": path}
 
 
-def _check_wheel(recipe: EngineRecipe) -> dict[str, str] | None:
-    """Where the recipe's wheel is and, for a local file, its sha256 (kept in the fingerprint)."""
+def _check_wheel(recipe: EngineRecipe, local: Path | None) -> dict[str, str] | None:
+    """Where the recipe's wheel is and, for a local file (``local``), its sha256 (kept in
+    the fingerprint)."""
     if not recipe.wheel:
         return None
-    local = wheel_path(recipe.wheel)
     if local is None:
         return {"location": recipe.wheel}
     if not local.is_file():
@@ -277,12 +269,12 @@ def _check_wheel(recipe: EngineRecipe) -> dict[str, str] | None:
     return {"location": recipe.wheel, "sha256": h.hexdigest()}
 
 
-def _install(root: Path, recipe: EngineRecipe, log: Path, steps_of: _EnvSteps) -> None:
-    staged = staged_wheels(recipe)
-    if staged is not None:
-        _install_staged(root, recipe, staged, log, steps_of)
+def _install(root: Path, recipe: EngineRecipe, what: Install, log: Path, steps_of: _EnvSteps) -> None:
+    """Install the recipe into a new venv: from its staged wheels, else from the indexes."""
+    if what.staged is not None:
+        _install_staged(root, recipe, what.staged, log, steps_of)
         return
-    reqs = requirements(recipe)
+    reqs = what.requirements
     sources = [a for link in find_links() for a in ("--find-links", link)]
     # A mirror named by --index-url (vmatrix watch, sweep run): releases resolved there install from there.
     if index := default_index():
@@ -314,17 +306,19 @@ def _install(root: Path, recipe: EngineRecipe, log: Path, steps_of: _EnvSteps) -
             raise EnvBuildError(f"installing {' '.join(reqs)} failed (see {log})")
 
 
-def _patches_to_apply(recipe: EngineRecipe) -> list[tuple[str, Path, str]]:
-    """The recipe's patches; a set with no variant for its release fails the build
-    before anything is installed."""
+def _install_of(recipe: EngineRecipe) -> Install:
+    """What the build reads of the recipe; a set with no variant for its release fails the
+    build before anything is installed."""
     try:
-        return recipe_patches(recipe)
+        return install_of(recipe)
     except PatchSetError as exc:
         raise EnvBuildError(str(exc)) from None
 
 
-def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str, str]]:
-    """Apply the patches to site-packages in order, each after a dry run of it.
+def _apply_patches(root: Path, recipe: EngineRecipe, log: Path,
+                   patches: list[tuple[str, Path, str]]) -> list[dict[str, str]]:
+    """Apply the recipe's patches (``Install.patches``) to site-packages in order, each
+    after a dry run of it.
 
     Each is checked against the tree the earlier ones left, so stacked patches (two PRs
     touching one file) apply; an env whose patch fails is recorded as failed and never
@@ -332,7 +326,7 @@ def _apply_patches(root: Path, recipe: EngineRecipe, log: Path) -> list[dict[str
     """
     site = _site_packages(root)
     applied = []
-    for name, f, note in _patches_to_apply(recipe):
+    for name, f, note in patches:
         base = ["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)]
         check = subprocess.run([*base, "--dry-run"], check=False, capture_output=True, text=True)
         if check.returncode != 0:
@@ -401,18 +395,17 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
             return EngineEnv(root, root / "bin" / "python", state["fingerprint"], built=False)
         shutil.rmtree(root, ignore_errors=True)
         log.parent.mkdir(parents=True, exist_ok=True)
-        # venv, install (+ uninstall on cpu), patches; staged wheels: venv, install.
-        installs = 3 if staged_wheels(recipe) is None and recipe.accelerator == "cpu" else 2
-        steps_of = _EnvSteps(progress, installs + bool(recipe.patches) + 1)
-        staged = staged_wheels(recipe)
         try:
-            _patches_to_apply(recipe)  # a set with nothing for this release: fail before installing
-            wheel = _check_wheel(recipe)
-            _install(root, recipe, log, steps_of)
-            torch_folder = torch_overlay(recipe, staged) if staged is not None else None
+            what = _install_of(recipe)
+            # venv, install (+ uninstall on cpu), patches; staged wheels: venv, install.
+            installs = 3 if what.staged is None and recipe.accelerator == "cpu" else 2
+            steps_of = _EnvSteps(progress, installs + bool(recipe.patches) + 1)
+            wheel = _check_wheel(recipe, what.local_wheel)
+            _install(root, recipe, what, log, steps_of)
+            torch_folder = torch_overlay(recipe, what.staged) if what.staged is not None else None
             if recipe.patches:
                 steps_of.next("applying patches")
-            patches = _apply_patches(root, recipe, log)
+            patches = _apply_patches(root, recipe, log, what.patches)
             _compile_bytecode(root, log, steps_of)
         except EnvBuildError as exc:
             if root.exists():
@@ -426,9 +419,9 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
             "patches": patches,
             **({"wheel": {**wheel, "installed": _installed_engine(root)}} if wheel else {}),
         }
-        if staged is not None:
-            fingerprint["staged_wheels"] = str(staged)
-            if (lm := staged_lmcache(recipe, staged)) is not None:
+        if what.staged is not None:
+            fingerprint["staged_wheels"] = str(what.staged)
+            if (lm := staged_lmcache(recipe, what.staged)) is not None:
                 fingerprint["staged_lmcache"] = str(lm)
         if torch_folder is not None:
             ov = overlay_fingerprint(torch_folder)

@@ -30,7 +30,7 @@ from vmatrix.orchestrator.runtimes.interface import Runtime
 from vmatrix.orchestrator.shrink.units import as_trace, subset
 from vmatrix.orchestrator.spec.matrix_file import Timeouts
 from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec
-from vmatrix.orchestrator.sweep.grading import grade_cell
+from vmatrix.orchestrator.sweep.grading import grade_and_record
 from vmatrix.orchestrator.sweep.run_cell import run_cell
 from vmatrix.progress import StepReport
 
@@ -124,8 +124,7 @@ class Prober:
                            runtime=self.runtime, progress=self.progress)
         self.engine_runs += 1
         run_id = self.store.record_run(self.sweep_id, outcome)
-        grade = grade_cell(self.store, cell, outcome, self.grading, self.sweep_id)
-        self.store.record_grade(run_id, grade)
+        grade = grade_and_record(self.store, cell, run_id, outcome, self.grading, self.sweep_id)
         return grade.verdict, wrong_keys(grade.evidence)
 
     def _recorded_verdicts(self, cell_id: str) -> list[tuple[str, set[str]]]:

@@ -3,7 +3,9 @@ engine's block by jobs/shapes.py), its sessions and turns, and the grading setti
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import json
+from functools import lru_cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -13,6 +15,9 @@ from pydantic import (
 
 from vmatrix.orchestrator.spec.knobs import Strict
 from vmatrix.workload import Api
+
+if TYPE_CHECKING:
+    from vmatrix.cells import Cell
 
 
 class _Shape(Strict):
@@ -210,3 +215,15 @@ class Grading(Strict):
         if unknown:
             raise ValueError(f"unknown symptom '{unknown[0]}' (known: {', '.join(KINDS)})")
         return kinds
+
+
+def workload_spec(cell: Cell) -> WorkloadSpec:
+    """The workload spec a cell carries (as a dict: it travels to Ray tasks and into the
+    store), validated once per process for each workload: the run, the grade and the views
+    read the same value, and build its requests with ``jobs.workload.build_workload``."""
+    return _spec_of(json.dumps(cell.workload, sort_keys=True))
+
+
+@lru_cache(maxsize=256)
+def _spec_of(workload_json: str) -> WorkloadSpec:
+    return WorkloadSpec(**json.loads(workload_json))

@@ -11,30 +11,31 @@ a regrade goes through :func:`regrade_run`. docs/GRADING.md says what the rules 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmatrix.cells import Cell, Grade, RunOutcome
-from vmatrix.db.models import Run
-from vmatrix.db.store import GradingRead, Store
+from vmatrix.cells import Cell, Grade, RunOutcome, model_end_tokens
+from vmatrix.db.models import GradeRow, Run
+from vmatrix.db.store import CellStanding, GradingRead, Store
 from vmatrix.jobs.grade import PREFIX_HITS, Exercised, grade_transcripts
 from vmatrix.jobs.noise import NoiseFloor, noise_floor, scaled_tie_margin
-from vmatrix.jobs.replay import model_end_tokens
 from vmatrix.jobs.shape_grade import Placed, Shaped
 from vmatrix.jobs.shapes import fragments
 from vmatrix.jobs.workload import build_workload
 from vmatrix.orchestrator.plan.canary import excused_symptoms, logit_scale
 from vmatrix.orchestrator.plan.matrix import Plan
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens
-from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec
+from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec, workload_spec
 from vmatrix.orchestrator.stack.geometry import lmcache_on
 from vmatrix.records import Layout, Transcript
 
 
-def exercised(cell: Cell, spec: WorkloadSpec | None = None) -> Exercised:
+def exercised(cell: Cell) -> Exercised:
     """What a cell claims to test, for the grader's coverage check: its knobs, and the
-    restart points of its workload (``spec``: the cell's, when the caller has read it)."""
+    restart points of its workload."""
     knobs = cell.knobs
-    workload = spec or WorkloadSpec(**cell.workload)
+    workload = workload_spec(cell)
     return Exercised(
         prefix_caching=bool(knobs.get("prefix_caching")),
         speculative=knobs.get("speculative") is not None,
@@ -44,10 +45,10 @@ def exercised(cell: Cell, spec: WorkloadSpec | None = None) -> Exercised:
     )
 
 
-def shaped(cell: Cell, layout: Layout | None, spec: WorkloadSpec | None = None) -> Shaped | None:
+def shaped(cell: Cell, layout: Layout | None) -> Shaped | None:
     """A shaped cell's requests as its run laid them out (its recorded layout), with what its
-    knobs make of them; None for an unshaped workload (``spec``: the cell's, when read)."""
-    spec = spec or WorkloadSpec(**cell.workload)
+    knobs make of them; None for an unshaped workload."""
+    spec = workload_spec(cell)
     if spec.shapes is None or layout is None or layout.block_tokens is None:
         return None
     kinds = {s.name: s.kind for s in spec.shapes}
@@ -118,15 +119,14 @@ def grade_cell(
         return Grade("ungraded", mismatch, {"layout": outcome.transcript.layout.to_json()},  # type: ignore[union-attr]
                      control_run_id=control.id)
     floor: NoiseFloor | None = read.floor
-    spec = WorkloadSpec(**cell.workload)  # the cell's workload, read once for every step below
     ignore = set(grading.ignore_symptoms) | set(excused_symptoms(cell.model.name))
     layout = outcome.transcript.layout
     verdict, summary, evidence = grade_transcripts(
         outcome.transcript, control_transcript, grading.tie_margin, grading.max_tie_flip_fraction,
-        floor, sorted(ignore), exercised(cell, spec), tie_steps=grading.tie_steps,
+        floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
         logit_scale=model_logit_scale(grading, cell.model.name), end_tokens=end_tokens_for(cell),
         block_tokens=(block := _block_tokens(outcome.log_path) or _layout_block(layout) or engine_block),
-        shaped=shaped(cell, layout, spec),
+        shaped=shaped(cell, layout),
     )
     # Kept with the grade: a regrade on a machine without the engine's log reads it here.
     evidence["engine_block"] = block
@@ -137,7 +137,7 @@ def grade_cell(
                 f"the engine did not say its block size: the shapes were laid out on a guess of {layout.block_tokens}")
             if verdict in ("clean", "partial"):
                 verdict, summary = "unexercised", f"not exercised: {evidence['coverage']['gaps'][-1]}"
-    if verdict == "unexercised" and (finding := _hits_lost_to_spec(read, spec, outcome.transcript)):
+    if verdict == "unexercised" and (finding := _hits_lost_to_spec(read, workload_spec(cell), outcome.transcript)):
         evidence["finding"] = finding
         summary = f"{summary}; {finding}"
     return Grade(verdict, summary, evidence, control.id)  # type: ignore[arg-type]
@@ -185,12 +185,12 @@ def _layout_block(layout: Layout | None) -> int | None:
     return layout.attention_block if layout is not None else None
 
 
-def _graded_block(store: Store, cell: Cell, run_id: int) -> int | None:
+def _graded_block(cell: Cell, earlier: list[GradeRow]) -> int | None:
     """The engine's block as an earlier grade of the run knew it (from the engine's log, on
     the machine that ran it): kept with the grade, or, for grades made before it was kept,
     the probe's block when that grade checked it against the log and found nothing amiss."""
-    probe = WorkloadSpec(**cell.workload).probe_block_tokens
-    for row in store.grades_of(run_id):
+    probe = workload_spec(cell).probe_block_tokens
+    for row in earlier:
         evidence = row.evidence or {}
         if evidence.get("engine_block"):
             return int(evidence["engine_block"])
@@ -223,30 +223,72 @@ def _failure_evidence(outcome: RunOutcome) -> dict:
     return evidence
 
 
-def will_grade(store: Store, plan: Plan, control: Cell, todo_ids: set[str]) -> bool:
-    """Whether some cell of ``control`` runs now or waits, ungraded, for a grade."""
+def will_grade(standing: Mapping[str, CellStanding], plan: Plan, control: Cell, todo_ids: set[str]) -> bool:
+    """Whether some cell of ``control`` runs now or waits, ungraded, for a grade
+    (``standing``: the plan's cells, as :meth:`Store.standings` read them)."""
     for cell in plan.cells:
         if cell.control_id != control.id:
             continue
         if cell.id in todo_ids:
             return True
-        run = store.latest_run(cell.id)
-        grade = store.latest_grade(run.id) if run else None
-        if run is not None and run.status == "ok" and (grade is None or grade.verdict == "ungraded"):
+        if _waits_for_grade(standing[cell.id]):
             return True
     return False
 
 
+def _waits_for_grade(standing: CellStanding) -> bool:
+    run = standing.latest
+    return run is not None and run.status == "ok" and standing.verdict in (None, "ungraded")
+
+
+@dataclass
+class Calibration:
+    """What calibrating a sweep's controls asks of its schedule (``grading.calibrate``)."""
+
+    runs_of: dict[str, int] = field(default_factory=dict)  # control id -> its tasks in this sweep
+    calibrating: set[str] = field(default_factory=set)  # floors measured once these controls' tasks end
+    again: list[Cell] = field(default_factory=list)  # recorded controls that run once more
+
+
+def plan_calibration(store: Store, plan: Plan, standing: Mapping[str, CellStanding], todo_ids: set[str],
+                     sweep_id: int) -> Calibration:
+    """Which controls run twice, or once more beside a recorded ok run, so that the sweep
+    measures their noise floor; a control with two ok runs recorded has its floor measured
+    here, from them. A control none of whose cells is graded in this sweep runs once
+    (engine time for nothing otherwise). ``standing``: the plan's cells as the sweep read
+    them (:meth:`Store.standings`)."""
+    out = Calibration()
+    if not plan.spec.grading.calibrate:
+        return out
+    for control in plan.controls:
+        mine = standing[control.id]
+        if control.id in todo_ids:
+            if will_grade(standing, plan, control, todo_ids):
+                out.runs_of[control.id] = 2
+                out.calibrating.add(control.id)
+        elif mine.ok_count == 2:
+            if not mine.has_floor:
+                calibrate(store, sweep_id, control)  # from the recorded runs, nothing to run
+        elif mine.ok_count and mine.latest is not None and mine.latest.status == "ok" and will_grade(
+            standing, plan, control, todo_ids
+        ):
+            out.runs_of[control.id] = 1  # one more run, measured against the recorded one
+            out.calibrating.add(control.id)
+            out.again.append(control)
+    return out
+
+
 def calibrate(store: Store, sweep_id: int, control: Cell) -> NoiseFloor | None:
     """Measure and store the noise floor from the control's two newest ok runs."""
-    runs = store.ok_runs(control.id, 2)
+    runs = store.ok_transcripts(control.id, 2)
     if len(runs) < 2:
         return None
+    (newest, latest), (repeat, earlier) = runs
     try:
-        floor = noise_floor(store.transcript_for(runs[1].id), store.transcript_for(runs[0].id), end_tokens_for(control))
+        floor = noise_floor(earlier, latest, end_tokens_for(control))
     except ValueError:
         return None
-    store.record_noise_floor(sweep_id, control.id, runs[0].id, runs[1].id, floor)
+    store.record_noise_floor(sweep_id, control.id, newest.id, repeat.id, floor)
     return floor
 
 
@@ -256,24 +298,28 @@ def grade_waiting(plan: Plan, store: Store, skipped: list[str], sweep_id: int | 
     Grades are appended, so the earlier `ungraded` stays on record.
     """
     by_id = {c.id: c for c in plan.cells}
-    for cell_id in skipped:
-        cell = by_id[cell_id]
-        run = store.latest_run(cell_id)
-        grade = store.latest_grade(run.id) if run else None
-        if cell.is_control or run is None or run.status != "ok" or (grade and grade.verdict != "ungraded"):
-            continue
-        control = store.latest_run(cell.control_id)
-        if control is None or control.status != "ok":
+    waiting = [by_id[cell_id] for cell_id in skipped if not by_id[cell_id].is_control]
+    standing = store.standings([c.id for c in waiting] + [c.control_id for c in waiting if c.control_id])
+    for cell in waiting:
+        mine, control = standing[cell.id], standing.get(cell.control_id or "")
+        run, control_run = mine.latest, control.latest if control else None
+        if run is None or not _waits_for_grade(mine) or control_run is None or control_run.status != "ok":
             continue
         regrade_run(store, cell, run, plan.spec.grading, sweep_id)
 
 
-def regrade_run(store: Store, cell: Cell, run: Run, grading: Grading, sweep_id: int | None = None) -> Grade:
-    """Grade a recorded run again from what the store holds, with the sweep's grader
-    (:func:`grade_cell`), and append the grade: the sweep's late grades and `vmatrix results
-    regrade` both come through here."""
-    outcome = RunOutcome(cell.id, run.status, run.started_at, run.finished_at, transcript=store.transcript_for(run.id),
-                         log_path=run.log_path)
-    grade = grade_cell(store, cell, outcome, grading, sweep_id, engine_block=_graded_block(store, cell, run.id))
-    store.record_grade(run.id, grade)
+def grade_and_record(store: Store, cell: Cell, run_id: int, outcome: RunOutcome, grading: Grading,
+                 sweep_id: int | None = None, engine_block: int | None = None) -> Grade:
+    """Grade a recorded run (:func:`grade_cell`) and append the grade: the sweep's grades,
+    its late ones and `vmatrix results regrade` all come through here."""
+    store.record_grade(run_id, grade := grade_cell(store, cell, outcome, grading, sweep_id, engine_block))
     return grade
+
+
+def regrade_run(store: Store, cell: Cell, run: Run, grading: Grading, sweep_id: int | None = None) -> Grade:
+    """Grade a recorded run again from what the store holds, with the sweep's grader, and
+    append the grade."""
+    transcript, earlier = store.regrade_read(run.id)
+    outcome = RunOutcome(cell.id, run.status, run.started_at, run.finished_at, transcript=transcript,
+                         log_path=run.log_path)
+    return grade_and_record(store, cell, run.id, outcome, grading, sweep_id, _graded_block(cell, earlier))

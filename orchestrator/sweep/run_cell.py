@@ -28,11 +28,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from vmatrix.cells import Cell, RunOutcome
+from vmatrix.cells import Cell, RunOutcome, model_end_tokens
 from vmatrix.errors import BuildError
 from vmatrix.images.gpu_gate import gate_env, hook_id
 from vmatrix.images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
-from vmatrix.jobs.replay import model_end_tokens, replay
+from vmatrix.jobs.replay import replay
 from vmatrix.jobs.shapes import LAYOUT_VERSION
 from vmatrix.jobs.workload import build_workload, layout_block, requests_digest
 from vmatrix.orchestrator.runtimes import runtime_named
@@ -45,7 +45,7 @@ from vmatrix.orchestrator.runtimes.processes import EngineProcess
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens, engine_group_blocks
 from vmatrix.orchestrator.runtimes.venvs import with_overlay
 from vmatrix.orchestrator.spec.matrix_file import Timeouts, memory_share
-from vmatrix.orchestrator.spec.workload import WorkloadSpec
+from vmatrix.orchestrator.spec.workload import WorkloadSpec, workload_spec
 from vmatrix.orchestrator.stack import lmcache
 from vmatrix.orchestrator.stack.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
 from vmatrix.progress import REPLAY, Step, StepReport
@@ -417,7 +417,7 @@ def run_cell(
 
         say("replaying")
         t = time.monotonic()
-        spec = WorkloadSpec(**cell.workload)
+        spec = workload_spec(cell)
         layout = engine_layout(spec, engine.log_path, cell.knobs.get("block_size"))
         workload = build_workload(spec, layout.block_tokens)
         layout = replace(layout, requests_digest=requests_digest(workload) if spec.shapes else None,

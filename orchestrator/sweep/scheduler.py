@@ -45,10 +45,10 @@ from vmatrix.orchestrator.stack.geometry import violations
 from vmatrix.orchestrator.sweep.grading import (
     calibrate,
     end_tokens_for,
-    grade_cell,
+    grade_and_record,
     grade_waiting,
+    plan_calibration,
     tie_margin_for,
-    will_grade,
 )
 from vmatrix.orchestrator.sweep.run_cell import run_cell
 from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle
@@ -244,9 +244,11 @@ def run_sweep(
 
     run_invalid = plan.spec.run_invalid
     grading = plan.spec.grading
+    # Where every cell stands, read once: which are done, and which controls calibrate.
+    standing = store.standings([c.id for c in plan.cells], sweep_id)
     todo: list[Cell] = []
     for cell in plan.cells:
-        done = store.latest_run(cell.id)
+        done = standing[cell.id].latest
         # An `invalid` record says "not started"; asked to run invalid cells, run it now.
         if done is not None and done.status in FINAL and not rerun and not (run_invalid and done.status == "invalid"):
             result.skipped.append(cell.id)
@@ -257,7 +259,7 @@ def run_sweep(
             outcome = RunOutcome(cell.id, "invalid", now, now, signature=str(broken[0]),
                                  message="; ".join(map(str, broken)) + " (run_invalid: true runs it anyway)")
             run_id = store.record_run(sweep_id, outcome)
-            store.record_grade(run_id, grade_cell(store, cell, outcome, plan.spec.grading))
+            grade_and_record(store, cell, run_id, outcome, grading)
             result.ran.append(cell.id)
             result.run_ids[cell.id] = run_id
             say(cell.id, "graded invalid")
@@ -265,27 +267,9 @@ def run_sweep(
             todo.append(cell)
     # Calibration: tasks per control so that it has two ok runs; controls listed in
     # `calibrating` get their noise floor measured once their tasks are done.
-    runs_of: dict[str, int] = {}
-    calibrating: set[str] = set()
-    if grading.calibrate:
-        todo_ids = {c.id for c in todo}
-        for control in plan.controls:
-            stored_ok = store.ok_runs(control.id, 2)
-            if control.id in todo_ids:
-                # It runs anyway (new, or --rerun); once more for the floor, unless no
-                # cell of it is graded in this sweep (engine time for nothing).
-                if will_grade(store, plan, control, todo_ids):
-                    runs_of[control.id] = 2
-                    calibrating.add(control.id)
-            elif len(stored_ok) == 2:
-                if store.noise_floor(sweep_id, control.id) is None:
-                    calibrate(store, sweep_id, control)  # from the recorded runs, nothing to run
-            elif stored_ok and store.latest_run(control.id).status == "ok" and will_grade(
-                store, plan, control, todo_ids
-            ):
-                runs_of[control.id] = 1  # one more run, measured against the recorded one
-                calibrating.add(control.id)
-                todo.insert(0, control)
+    calibration = plan_calibration(store, plan, standing, {c.id for c in todo}, sweep_id)
+    runs_of, calibrating = calibration.runs_of, calibration.calibrating
+    todo[:0] = reversed(calibration.again)
     if not todo:
         return result
 
@@ -388,8 +372,7 @@ def run_sweep(
                 if c.control_id in running and ungraded[key][1].status == "ok":
                     continue
                 rid, out = ungraded.pop(key)
-                grade = grade_cell(store, c, out, grading, sweep_id)
-                store.record_grade(rid, grade)
+                grade = grade_and_record(store, c, rid, out, grading, sweep_id)
                 say(c.id, f"graded {grade.verdict}")
             result.driver_s[cell.id] = time.monotonic() - t_ready
     grade_waiting(plan, store, result.skipped, sweep_id)
@@ -424,7 +407,7 @@ def reference_for(
     the grader's before the noise floor (:func:`tie_margin_for`), so the replay does not
     count as confident what the grade will call a tie."""
     assert grading.abort_after is not None
-    stored = [(r.finished_at, store.transcript_for(r.id)) for r in store.ok_runs(control_id, 2 if grading.calibrate else 1)]
+    stored = [(run.finished_at, t) for run, t in store.ok_transcripts(control_id, 2 if grading.calibrate else 1)]
     if control_id not in control_refs:
         return control_reference(stored, tie_margin, grading.abort_after, end_tokens)
     # Runs of this sweep are newer than any stored one; a stored ok run still counts as
