@@ -6,7 +6,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from vmatrix.db.copies import is_archive, unpacked
+from vmatrix.db.copies import unpacked
+from vmatrix.db.reads import is_archive
 from vmatrix.db.samples import decode_tps
 from vmatrix.orchestrator.paths import cache_dir
 

@@ -32,24 +32,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from vmatrix.db.reads import sqlite_path
+from vmatrix.db.reads import ARCHIVE_SUFFIX, is_archive, sqlite_path
 from vmatrix.db.revision import HEAD_REVISION
 from vmatrix.errors import StoreError
-
-ARCHIVE_SUFFIX = ".xz"
-
-
-def is_archive(db: str | Path) -> bool:
-    """Whether ``db`` (a path or a ``sqlite:///`` URL) names an xz-compressed store."""
-    path = sqlite_path(db)
-    return path is not None and path.name.endswith(ARCHIVE_SUFFIX)
-
-
-def refuse_archive(db: str | Path) -> None:
-    """A one-line :class:`StoreError` if ``db`` is an archive: nothing writes into one."""
-    if is_archive(db):
-        raise StoreError("{db} {shown}: a read-only xz archive: decompress it to write to it (xz -dk {shown})",
-                         shown=str(db))
 
 
 def digest(*paths: Path) -> str:

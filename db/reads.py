@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from vmatrix.cells import LEGACY_VERDICTS
 from vmatrix.db.revision import HEAD_REVISION
+from vmatrix.errors import StoreError
 
 # The one definition of "a cell's latest run" and "a run's newest grade". Every read
 # builds its ordering from these two: the raw SQL below, and the ORM's in db.models
@@ -120,6 +121,23 @@ def sqlite_path(db: str | Path) -> Path | None:
         if not db:
             return None
     return Path(db).expanduser().resolve()
+
+
+ARCHIVE_SUFFIX = ".xz"
+
+
+def is_archive(db: str | Path) -> bool:
+    """Whether ``db`` (a path or a ``sqlite:///`` URL) names an xz-compressed store."""
+    path = sqlite_path(db)
+    return path is not None and path.name.endswith(ARCHIVE_SUFFIX)
+
+
+def refuse_archive(db: str | Path) -> None:
+    """A one-line :class:`StoreError` if ``db`` is an archive: nothing writes into one (the
+    store asks before it opens anything; db/copies.py reads an archive through a copy)."""
+    if is_archive(db):
+        raise StoreError("{db} {shown}: a read-only xz archive: decompress it to write to it (xz -dk {shown})",
+                         shown=str(db))
 
 
 def open_sqlite_at_head(db: str | Path) -> SqliteFile | None:

@@ -19,7 +19,6 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
 from sqlalchemy.orm import Session, sessionmaker
 
 from vmatrix.cells import Cell, Grade, RunOutcome
-from vmatrix.db.copies import refuse_archive
 from vmatrix.db.models import (
     BisectRow,
     CellRow,
@@ -36,7 +35,7 @@ from vmatrix.db.models import (
     latest_first,
     newest_grade_of,
 )
-from vmatrix.db.reads import ReadConn, placeholder_for
+from vmatrix.db.reads import ReadConn, placeholder_for, refuse_archive
 from vmatrix.db.records import BisectRecord, FixesRecord, ShrinkRecord
 from vmatrix.db.revision import HEAD_REVISION
 from vmatrix.db.samples import summary_row
