@@ -190,20 +190,23 @@ def staged_lmcache(recipe: EngineRecipe, staged: Path) -> Path | None:
 class Install:
     """What building a recipe's environment reads of it (:func:`install_of`): the folder of
     its staged wheels (None: it installs from an index), what the installer is asked for,
-    the local file its wheel names (None: no wheel, or a remote one), and its patches in
-    order, as :func:`recipe_patches` gives them."""
+    the local file its wheel names (None: no wheel, or a remote one), its patches in
+    order, as :func:`recipe_patches` gives them, and where its staged LMCache is (None: no
+    LMCache, or none staged: it installs from an index with the release)."""
 
     staged: Path | None
     requirements: list[str]
     local_wheel: Path | None
     patches: list[tuple[str, Path, str]]
+    lmcache: Path | None = None
 
 
 def install_of(recipe: EngineRecipe) -> Install:
     """The recipe as an environment build reads it, read once; a set with no variant for
     the recipe's release raises NoVariantError here, before anything is installed."""
-    return Install(staged_wheels(recipe), requirements(recipe), wheel_path(recipe.wheel) if recipe.wheel else None,
-                   recipe_patches(recipe))
+    staged = staged_wheels(recipe)
+    return Install(staged, requirements(recipe), wheel_path(recipe.wheel) if recipe.wheel else None,
+                   recipe_patches(recipe), staged_lmcache(recipe, staged) if staged is not None else None)
 
 
 @functools.lru_cache(maxsize=1)

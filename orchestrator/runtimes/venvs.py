@@ -29,7 +29,7 @@ from filelock import FileLock
 
 from vmatrix.errors import EnvBuildError, PatchSetError
 from vmatrix.images import overlay, stage, volumes
-from vmatrix.images.recipe import CPU_UNWANTED, Install, find_links, install_of, staged_lmcache
+from vmatrix.images.recipe import CPU_UNWANTED, Install, find_links, install_of
 from vmatrix.orchestrator.paths import cache_dir
 from vmatrix.orchestrator.plan.patch_sources import failure_reason
 from vmatrix.orchestrator.runtimes.engine import (
@@ -118,7 +118,8 @@ def _join_parts(folder: Path) -> None:
         tmp.rename(whole)
 
 
-def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path, steps_of: _EnvSteps) -> None:
+def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, lmcache: Path | None, log: Path,
+                    steps_of: _EnvSteps) -> None:
     """Offline install: every wheel of the staged folder, no index, no resolver.
 
     The folder was staged against the host's package list, so the set is complete
@@ -129,8 +130,8 @@ def _install_staged(root: Path, recipe: EngineRecipe, folder: Path, log: Path, s
     wheels = sorted(str(w) for w in folder.glob("*.whl"))
     if not any(Path(w).name.startswith(recipe.distribution.replace("-", "_") + "-") for w in wheels):
         raise EnvBuildError(f"staged wheelhouse {folder} holds no {recipe.distribution} wheel")
-    if (lm := staged_lmcache(recipe, folder)) is not None:
-        wheels += _lmcache_wheels(recipe, lm)
+    if lmcache is not None:
+        wheels += _lmcache_wheels(recipe, lmcache)
     uv = _uv()
     env = {**os.environ, "VIRTUAL_ENV": str(root)}
     env.pop("PYTHONPATH", None)  # the orchestrator's own path must not leak into the engine's env
@@ -272,7 +273,7 @@ def _check_wheel(recipe: EngineRecipe, local: Path | None) -> dict[str, str] | N
 def _install(root: Path, recipe: EngineRecipe, what: Install, log: Path, steps_of: _EnvSteps) -> None:
     """Install the recipe into a new venv: from its staged wheels, else from the indexes."""
     if what.staged is not None:
-        _install_staged(root, recipe, what.staged, log, steps_of)
+        _install_staged(root, recipe, what.staged, what.lmcache, log, steps_of)
         return
     reqs = what.requirements
     sources = [a for link in find_links() for a in ("--find-links", link)]
@@ -421,8 +422,8 @@ def ensure_env(recipe: EngineRecipe, log: Path, progress: StepReport | None = No
         }
         if what.staged is not None:
             fingerprint["staged_wheels"] = str(what.staged)
-            if (lm := staged_lmcache(recipe, what.staged)) is not None:
-                fingerprint["staged_lmcache"] = str(lm)
+            if what.lmcache is not None:
+                fingerprint["staged_lmcache"] = str(what.lmcache)
         if torch_folder is not None:
             ov = overlay_fingerprint(torch_folder)
             fingerprint["torch"] = f"torch {ov['torch']} (staged)"
