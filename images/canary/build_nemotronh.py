@@ -4,7 +4,7 @@ train it to recall, reproducibly: the second hybrid family beside tiny-qwen3next
 Runs *inside an engine venv* or on a GPU host, like build_canary.py, whose tokenizer,
 documents, curriculum (``--stage``, ``until``), training loop, SIGTERM/``--resume`` and
 report it imports as they are: build_canary.py's bytes are the tiny-qwen3next recipe's
-identity (orchestrator/canary.py), so they stay unchanged and this file holds only what
+identity (orchestrator/plan/canary.py), so they stay unchanged and this file holds only what
 differs for Mamba2. Usage, as build_canary.py:
 
     python build_nemotronh.py OUT --seed 0 [--stage "lines=2-12 batch=64 steps=3000 ..."]...
