@@ -31,6 +31,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
+
 from vmatrix.images import overlay
 from vmatrix.images.trim_wheel import H200_CUTS, trim
 
@@ -163,7 +165,8 @@ def torch(version: str, dest: Path, torchvision: str | None) -> Path:
 
 def _wheel_names(folder: Path) -> dict[str, str]:
     """Normalized name -> version of every wheel in ``folder``."""
-    return {norm(w.name.split("-")[0]): w.name.split("-")[1] for w in folder.glob("*.whl")}
+    return {norm(name): str(version) for name, version, _, _ in
+            (parse_wheel_filename(w.name) for w in folder.glob("*.whl"))}
 
 
 def lmcache(version: str, dest: Path, release_version: str, staged: Path | None = None) -> Path:
