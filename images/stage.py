@@ -233,14 +233,23 @@ def main(argv: list[str] | None = None) -> int:
     lm.add_argument("--staged", type=Path, default=None,
                     help="that release's staged folder (DEST/vllm-R of `stage release`); default: resolved again")
     args = parser.parse_args(argv)
-    if args.cmd == "release":
-        folder = release(args.version, args.dest)
-    elif args.cmd == "vmatrix":
-        folder = vmatrix(args.dest)
-    elif args.cmd == "lmcache":
-        folder = lmcache(args.version, args.dest, args.release, args.staged)
-    else:
-        folder = torch(args.version, args.dest, args.torchvision)
+    try:
+        if args.cmd == "release":
+            folder = release(args.version, args.dest)
+        elif args.cmd == "vmatrix":
+            folder = vmatrix(args.dest)
+        elif args.cmd == "lmcache":
+            folder = lmcache(args.version, args.dest, args.release, args.staged)
+        else:
+            folder = torch(args.version, args.dest, args.torchvision)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:
+        # pip has printed why above (an unknown version, no wheel for the platform).
+        print(f"error: {' '.join(map(str, exc.cmd[3:6]))} ... failed (exit status {exc.returncode}); pip's lines above say why",
+              file=sys.stderr)
+        return 2
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
     print(f"{folder}: {sum(1 for _ in folder.rglob('*'))} entries, {size / 2**20:.0f} MiB")
     return 0
