@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from dataclasses import asdict
@@ -165,7 +166,10 @@ def mamba_mixers(model):
 
 def new_model(args, tokenizer, vocab_size: int):
     """The untrained canary and its config, drawn from torch's current seed, with the
-    long-memory Mamba2 decay."""
+    long-memory Mamba2 decay (``--decay long``) or Mamba2's own init (``--decay mamba2``:
+    A in U(1, 16), dt log-uniform in [0.001, 0.1], per-token decay 0.2..0.999: the
+    experiment of issue 41's third pass, whether keys written by short heads recall where
+    the long-memory ones blur)."""
     import torch
     from transformers import NemotronHForCausalLM
 
@@ -174,8 +178,13 @@ def new_model(args, tokenizer, vocab_size: int):
     model = NemotronHForCausalLM(cfg).to(torch.float32)
     with torch.no_grad():
         for mixer in mamba_mixers(model):
-            mixer.A_log.copy_(torch.empty_like(mixer.A_log).uniform_(0.005, 0.05).log())
-            mixer.dt_bias.zero_()
+            if args.decay == "long":
+                mixer.A_log.copy_(torch.empty_like(mixer.A_log).uniform_(0.005, 0.05).log())
+                mixer.dt_bias.zero_()
+            else:  # "mamba2": the Mamba2 paper's init, short and long heads in one layer
+                mixer.A_log.copy_(torch.empty_like(mixer.A_log).uniform_(1.0, 16.0).log())
+                dt = torch.empty_like(mixer.dt_bias).uniform_(math.log(1e-3), math.log(1e-1)).exp()
+                mixer.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1(dt)
     # build_canary's MTP training and report read the embedding as ``model.model.embed_tokens``
     # (Qwen3-Next's name); Nemotron-H calls it ``embeddings``. The same module under the
     # other name, set past nn.Module's bookkeeping so it is no second state_dict entry.
@@ -228,14 +237,16 @@ def _mtp_module():
     return MTPHead
 
 
-def train(model, tokenizer, seed: int, stages, device, done) -> bool:
+def train(model, tokenizer, seed: int, stages, device, done, train_decay: bool = False) -> bool:
     """build_canary.train's next-token training on answer tokens, the Mamba2 decay frozen
-    (A_log, dt_bias) for the reason it freezes GDN's."""
+    (A_log, dt_bias) for the reason it freezes GDN's, unless ``train_decay`` (an experiment:
+    the decay is then free to shorten, and a canary trained so must show by its positive
+    control that a wrong restored state still changes its answers)."""
     import torch
 
     for mixer in mamba_mixers(model):
-        mixer.A_log.requires_grad_(False)
-        mixer.dt_bias.requires_grad_(False)
+        mixer.A_log.requires_grad_(train_decay)
+        mixer.dt_bias.requires_grad_(train_decay)
 
     def loss_of(ids, att, answer):
         return model(input_ids=ids, attention_mask=att, labels=ids.masked_fill(~answer, -100)).loss
@@ -291,6 +302,23 @@ def grow(done, stages, mtp_stages) -> bool:
     return True
 
 
+def init_from(model, folder: Path, out: Path) -> None:
+    """Start the target from a finished build's weights (its ``model.safetensors``, under the
+    names vLLM loads), to train it further under other settings; the MTP head starts afresh.
+    The folder's tokenizer must be the one this build wrote (same seed and vocab)."""
+    from safetensors.torch import load_file
+
+    if (folder / "tokenizer.json").read_bytes() != (out / "tokenizer.json").read_bytes():
+        raise SystemExit(f"--init-from {folder}: its tokenizer is not this build's (another --seed or --vocab)")
+    weights = load_file(str(folder / "model.safetensors"))
+    target = {("model." + k[len("backbone."):] if k.startswith("backbone.") else k): v
+              for k, v in weights.items() if not k.startswith("mtp.")}
+    missing, unexpected = model.load_state_dict(target, strict=False)
+    if missing or unexpected:
+        raise SystemExit(f"--init-from {folder}: not this architecture (missing {missing[:3]}, "
+                         f"unexpected {unexpected[:3]})")
+
+
 def build(out: Path, args) -> bool:
     """build_canary.build for this model: False if stopped part-way (resume.pt holds it)."""
     import torch
@@ -303,6 +331,8 @@ def build(out: Path, args) -> bool:
     stages = [shared.Stage.parse(s) for s in args.stage]
     mtp_stages = [shared.Stage.parse(s) for s in args.mtp_stage]
     done = shared.Progress.new(stages, mtp_stages)
+    if args.init_from:
+        init_from(model, args.init_from, out)
     if args.resume:
         saved = torch.load(out / shared.RESUME, map_location="cpu", weights_only=False)
         model.load_state_dict(saved["model"])
@@ -312,7 +342,7 @@ def build(out: Path, args) -> bool:
     device = torch.device(args.device)
     model.to(device)
     mtp.to(device)
-    finished = (train(model, tokenizer, args.seed, stages, device, done)
+    finished = (train(model, tokenizer, args.seed, stages, device, done, args.train_decay)
                 and shared.train_mtp(model, mtp, tokenizer, args.seed, mtp_stages, device, done))
     if not finished:
         torch.save({"model": model.state_dict(), "mtp": mtp.state_dict(), "progress": asdict(done)},
@@ -350,6 +380,11 @@ def main() -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--report-lengths", default="1500,10000,20000", help="prefix tokens to report recall at")
     p.add_argument("--resume", action="store_true", help=f"continue the build stopped in OUT ({shared.RESUME})")
+    p.add_argument("--decay", choices=("long", "mamba2"), default="long",
+                   help="Mamba2 decay init: long memory (the recipe's) or Mamba2's own")
+    p.add_argument("--train-decay", action="store_true", help="train A_log and dt_bias (frozen by default)")
+    p.add_argument("--init-from", type=Path, default=None,
+                   help="a finished build's folder to start the target from (its stages run from their start)")
     args = p.parse_args()
     # As build_canary.main: cuBLAS deterministic, tokenizers quiet in forked workers,
     # deterministic algorithms where CUDA has them, one CPU thread.
