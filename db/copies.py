@@ -13,8 +13,11 @@ opens:
 * a file behind the newest migration (or a foreign SQLite file): a copy migrated in the
   cache, named for the digest of what it was copied from and the head revision
   (:func:`migrated_copy`); the file itself keeps its bytes;
-* anything else (a store at head, a file not there yet, one that is not SQLite, a server
-  URL) as it is: ``Store.open`` opens, creates or reports it as before.
+* a file that is not there (plain or archive): a one-line :class:`StoreError` naming it.
+  A read must not create an empty store where a mistyped ``--db`` points (and then report
+  nothing from it); only a command that writes creates one;
+* anything else (a store at head, one that is not SQLite, a server URL) as it is:
+  ``Store.open`` opens or reports it as before.
 
 Every cached file is written to a ``.part`` of its own and renamed: whole or absent, when
 two processes make it at once. Only the standard library is imported here; migrating a
@@ -118,7 +121,8 @@ def migrated_copy(path: Path, folder: Path) -> Path:
 def for_reading(db: str | Path, cache: Path | Callable[[], Path]) -> str | Path:
     """What a command that only reads ``db`` (a path or URL, as ``--db`` gives it) opens:
     ``db`` itself, or a copy under ``cache`` (an archive unpacked, a store behind head
-    migrated). Opening the answer with ``Store.open`` leaves ``db``'s bytes unchanged.
+    migrated). Opening the answer with ``Store.open`` leaves ``db``'s bytes unchanged, and
+    creates nothing: a SQLite file (or archive) that is not there is a :class:`StoreError`.
     ``cache`` may be a function, called only when a copy is made: a store at head is read
     without finding the cache folder (platformdirs is an import a read should not pay)."""
     def folder() -> Path:
@@ -127,9 +131,9 @@ def for_reading(db: str | Path, cache: Path | Callable[[], Path]) -> str | Path:
     path = sqlite_path(db)
     if path is None:
         return db  # a server: nothing to copy
+    if not path.exists():
+        raise StoreError("{db} {shown}: no such file", shown=str(db))
     if is_archive(path):
-        if not path.is_file():
-            raise StoreError("{db} {shown}: no such file", shown=str(db))
         try:
             plain = unpacked(path, folder())
         except (OSError, lzma.LZMAError, EOFError) as exc:
@@ -137,7 +141,7 @@ def for_reading(db: str | Path, cache: Path | Callable[[], Path]) -> str | Path:
         return migrated_copy(plain, folder()) if needs_migrating(plain) else plain
     if path.is_file() and needs_migrating(path):
         return migrated_copy(path, folder())
-    return db  # as it is: at head, a store to create, or not a store (Store.open says so)
+    return db  # as it is: at head, or not a store (Store.open says so)
 
 
 def _made(out: Path, write: Callable[[Path], None]) -> Path:

@@ -110,7 +110,6 @@ def test_a_db_at_head_is_read_as_it_is(tmp_path: Path, cache: Path) -> None:
     db = tmp_path / "r.db"
     Store.open(db).close()
     assert copies.for_reading(str(db), cache) == str(db)
-    assert copies.for_reading(str(tmp_path / "new.db"), cache) == str(tmp_path / "new.db")  # a store to create
     assert copies.for_reading("postgresql://h/db", cache) == "postgresql://h/db"
 
 
@@ -182,6 +181,63 @@ def test_a_missing_or_broken_archive_is_one_line(tmp_path: Path, cache: Path) ->
     broken.write_bytes(b"not xz")
     done = invoke(["results", "ls", "--db", str(broken)], cache)
     assert done.exit_code == 2 and done.output.startswith(f"error: --db {broken}: cannot decompress it"), done.output
+
+
+# Every command that only reads a results DB, on a --db that is not there. `publish` says
+# "file or folder" (its --db may name a folder); the others name the file alike.
+MISSING_READS = {
+    **{name: make for name, make in READS.items() if name not in ("show", "report")},
+    "show": lambda db, out: ["results", "show", "abc123", "--db", str(db)],
+    "report": lambda db, out: ["report", "1", "-o", str(out / "r.html"), "--db", str(db)],
+    "diff": lambda db, out: ["results", "diff", "1", "2", "--db", str(db)],
+    "noise": lambda db, out: ["results", "noise", "--db", str(db)],
+    "compare": lambda db, out: ["results", "compare", "--baseline", "prefix_caching=off", "--candidate",
+                                "prefix_caching=on", "--db", str(db)],
+    "repro": lambda db, out: ["repro", "abc123", "-o", str(out / "repro.py"), "--db", str(db)],
+}
+
+
+@pytest.mark.parametrize("suffix", [".db", ".db.xz"])
+@pytest.mark.parametrize("command", sorted(MISSING_READS))
+def test_a_read_of_a_db_that_is_not_there_is_one_line_and_creates_nothing(tmp_path: Path, cache: Path, command: str,
+                                                                         suffix: str) -> None:
+    # In a folder that is not there either: opening it as a store used to make both.
+    missing = tmp_path / "typo" / f"results{suffix}"
+    done = invoke(MISSING_READS[command](missing, tmp_path), cache)
+    what = "no such file or folder" if command == "publish" else "no such file"
+    assert done.exit_code == 2
+    assert done.output.strip().splitlines() == [f"error: --db {missing}: {what}"]
+    assert not missing.parent.exists()
+
+
+def test_a_read_of_a_sqlite_url_that_is_not_there_is_one_line(tmp_path: Path, cache: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'missing.db'}"
+    for argv in (["results", "ls"], ["results", "table"]):
+        done = invoke([*argv, "--db", url], cache)
+        assert done.exit_code == 2 and done.output.strip().splitlines() == [f"error: --db {url}: no such file"]
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_the_library_read_of_a_missing_db_names_it(tmp_path: Path, cache: Path) -> None:
+    for missing in (tmp_path / "new.db", tmp_path / "new.db.xz"):
+        with pytest.raises(StoreError, match=r"^db .*new\.db(\.xz)?: no such file$") as exc:
+            copies.for_reading(str(missing), cache)
+        assert exc.value.inputs == ("db",)
+        assert not missing.exists()
+
+
+def test_a_command_that_writes_still_creates_a_new_db(tmp_path: Path, cache: Path) -> None:
+    db = tmp_path / "new" / "results.db"
+    done = invoke(["results", "regrade", "1", "--db", str(db)], cache)
+    assert done.exit_code == 2 and "no such file" not in done.output, done.output  # no sweep 1: but the store is made
+    assert revision(db) == HEAD_REVISION
+
+
+def test_a_read_without_db_still_opens_the_default_store(tmp_path: Path, cache: Path) -> None:
+    # Nothing recorded yet: the default store is where `sweep run` writes, so "nothing" is the answer.
+    data = tmp_path / "data"
+    done = runner.invoke(app, ["results", "ls"], env={"VMATRIX_CACHE": str(cache), "VMATRIX_DATA": str(data)})
+    assert done.exit_code == 0, done.output
 
 
 def test_a_changed_archive_unpacks_afresh(tmp_path: Path) -> None:

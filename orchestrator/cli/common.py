@@ -81,19 +81,30 @@ def open_store(db: str | Path | None, *, write: bool) -> Store:
     Every command says whether it writes. One that only reads never changes the file it
     names: an xz archive (``NAME.db.xz``) is read from its unpacked copy, and a store
     behind the newest migration from a migrated copy, both in the cache
-    (:func:`vmatrix.db.copies.for_reading`). One that writes opens ``db`` itself,
-    migrating it if it is behind; an archive is refused (read-only: decompress it to write).
+    (:func:`vmatrix.db.copies.for_reading`), and a file that is not there is an error, not
+    a new empty store (:func:`readable`). One that writes opens ``db`` itself, creating it
+    or migrating it if it is behind; an archive is refused (read-only: decompress it to write).
     """
     from vmatrix.db.store import Store
 
-    target = db or default_db()
-    return Store.open(target if write else readable(target))
+    return Store.open((db or default_db()) if write else readable(db))
 
 
-def readable(db: str | Path) -> str | Path:
-    """What a read-only command opens for ``db``: itself, or its copy in the cache."""
+def readable(db: str | Path | None) -> str | Path:
+    """What a read-only command opens for ``db``: itself, or its copy in the cache.
+
+    A ``--db`` file (or archive) that is not there is a one-line error naming it
+    (``StoreError``, from :func:`~vmatrix.db.copies.for_reading`): a mistyped path must
+    not become an empty store that reports nothing. Without ``--db``, the default store
+    before anything has been recorded is opened (created empty) as before: it is where
+    ``sweep run`` writes, so an empty answer there is the truth.
+    """
     from vmatrix.db.copies import for_reading
 
+    if not db:
+        db = default_db()
+        if not db.exists():
+            return db
     return for_reading(db, lambda: cache_dir() / "dbs")
 
 
@@ -103,12 +114,12 @@ def open_for_reading(db: str | Path | None) -> Readable:
     A SQLite store already at the newest migration (the file, or its copy: see
     :func:`open_store`) is read with the standard library's sqlite3 (``db/reads.py``):
     importing SQLAlchemy would cost those commands more than their queries. Anything else
-    (PostgreSQL, a store to create, a file that is not a store) goes through
+    (PostgreSQL, the default store not made yet, a file that is not a store) goes through
     :meth:`Store.open`, as every other command does.
     """
     from vmatrix.db.reads import open_sqlite_at_head
 
-    target = readable(db or default_db())
+    target = readable(db)
     found = open_sqlite_at_head(target)
     if found is not None:
         return found
