@@ -100,19 +100,31 @@ def parse_candidate(text: str) -> PatchEntry:
                           f"(have: {', '.join(have) or 'none'}) and not a .patch/.diff file or URL")
 
 
+def _stack(text: str) -> tuple[PatchEntry, ...]:
+    """``--candidate`` text as the entries it stands for: ``a+b`` is sets a then b, one
+    candidate (what a fix does on top of another; a set's name has no ``+``), anything
+    else one entry."""
+    parts = text.split("+")
+    if len(parts) > 1 and not text.startswith(("http://", "https://")) and not text.endswith((".patch", ".diff")):
+        if len(set(parts)) != len(parts) or not all(parts):
+            raise FixesInputError(f"--candidate {text}: a stack names each patch set once, joined by '+'")
+        return tuple(parse_candidate(p) for p in parts)
+    return (parse_candidate(text),)
+
+
 def candidates_for(texts: list[str], together: bool) -> list[Candidate]:
     """Each candidate alone, in the order given, then (``together``) all of them in that order."""
     if not texts:
         raise FixesInputError("--candidate: give at least one patch set (or file) to try")
     if len(set(texts)) != len(texts):
         raise FixesInputError("--candidate: the same candidate twice")
-    entries = [parse_candidate(t) for t in texts]
+    stacks = [_stack(t) for t in texts]
     names = [Path(t).name if t.endswith((".patch", ".diff")) else t for t in texts]
-    out = [Candidate(n, (e,)) for n, e in zip(names, entries, strict=True)]
+    out = [Candidate(n, e) for n, e in zip(names, stacks, strict=True)]
     if together:
         if len(texts) < 2:
             raise FixesInputError("--together: needs two or more --candidate")
-        out.append(Candidate("+".join(names), tuple(entries)))
+        out.append(Candidate("+".join(names), tuple(e for stack in stacks for e in stack)))
     return out
 
 

