@@ -151,6 +151,28 @@ def test_the_nemotronh_checkpoint_is_what_vllm_loads_with_a_frozen_long_memory_d
 
 
 @pytest.mark.engine
+def test_the_third_pass_options_start_from_a_build_and_free_the_decay(tmp_path: Path) -> None:
+    """The third pass's experiment options (2026-12-04, images/canary/README.md): ``--decay
+    mamba2`` draws Mamba2's own init, short heads among long ones; a build started from it
+    (``--init-from``) has its weights, and ``--train-decay`` lets A_log and dt_bias move (one
+    step at a rate too small to move the rest visibly)."""
+    python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
+    _build(python, tmp_path / "m2", "--decay", "mamba2")
+    mamba = [f"backbone.layers.{i}.mixer.{p}" for i, k in enumerate("M-M-M-*-") if k == "M" for p in ("A_log", "dt_bias")]
+    base = _tensors(python, tmp_path / "m2", [*mamba, "backbone.embeddings.weight"])
+    decay = [math.exp(-math.exp(a) * math.log1p(math.exp(b)))
+             for i in range(0, len(mamba), 2) for a, b in zip(base[mamba[i]], base[mamba[i + 1]], strict=True)]
+    assert min(decay) < 0.95, decay  # the long init never goes below 0.966
+
+    _build(python, tmp_path / "freed", "--init-from", str(tmp_path / "m2"), "--train-decay",
+           "--stage", "lines=2-4 batch=2 steps=1 lr=1e-3", "--report-lengths", "150")
+    after = _tensors(python, tmp_path / "freed", [*mamba, "backbone.embeddings.weight"])
+    assert max(abs(a - b) for a, b in zip(after["backbone.embeddings.weight"], base["backbone.embeddings.weight"],
+                                          strict=True)) < 1e-4, "started from the other build's weights"
+    assert {n: after[n] for n in mamba} != {n: base[n] for n in mamba}, "the decay trained"
+
+
+@pytest.mark.engine
 def test_the_builders_einsum_scan_is_transformers_mamba2_scan(tmp_path: Path) -> None:
     """The builder trains with its own einsum form of transformers' PyTorch Mamba2 scan (the
     original multiplies out an 8 GiB tensor a layer at the first stage's batch); it must be

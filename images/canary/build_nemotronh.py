@@ -165,11 +165,8 @@ def mamba_mixers(model):
 
 
 def new_model(args, tokenizer, vocab_size: int):
-    """The untrained canary and its config, drawn from torch's current seed, with the
-    long-memory Mamba2 decay (``--decay long``) or Mamba2's own init (``--decay mamba2``:
-    A in U(1, 16), dt log-uniform in [0.001, 0.1], per-token decay 0.2..0.999: the
-    experiment of issue 41's third pass, whether keys written by short heads recall where
-    the long-memory ones blur)."""
+    """The untrained canary and its config, drawn from torch's current seed, with the long
+    Mamba2 decay or (``--decay mamba2``, issue 41's third pass) Mamba2's own init."""
     import torch
     from transformers import NemotronHForCausalLM
 
@@ -239,9 +236,7 @@ def _mtp_module():
 
 def train(model, tokenizer, seed: int, stages, device, done, train_decay: bool = False) -> bool:
     """build_canary.train's next-token training on answer tokens, the Mamba2 decay frozen
-    (A_log, dt_bias) for the reason it freezes GDN's, unless ``train_decay`` (an experiment:
-    the decay is then free to shorten, and a canary trained so must show by its positive
-    control that a wrong restored state still changes its answers)."""
+    (A_log, dt_bias) for the reason it freezes GDN's, unless ``train_decay`` (an experiment)."""
     import torch
 
     for mixer in mamba_mixers(model):
@@ -303,9 +298,8 @@ def grow(done, stages, mtp_stages) -> bool:
 
 
 def init_from(model, folder: Path, out: Path) -> None:
-    """Start the target from a finished build's weights (its ``model.safetensors``, under the
-    names vLLM loads), to train it further under other settings; the MTP head starts afresh.
-    The folder's tokenizer must be the one this build wrote (same seed and vocab)."""
+    """Start the target from a finished build's weights (``model.safetensors``, vLLM's names)
+    with its tokenizer (same seed and vocab); the MTP head starts afresh."""
     from safetensors.torch import load_file
 
     if (folder / "tokenizer.json").read_bytes() != (out / "tokenizer.json").read_bytes():
