@@ -1,0 +1,76 @@
+"""Where does a Nemotron-H canary build's recall fail? Per answer (a definition line
+``var_NNNN = w1 w2 ...`` recited after "show var_NNNN"): the name copied from the question,
+the first value word (the lookup by name), the later words (induction from the previous
+word), by the asked line's distance from the question (in lines) and by turn. Teacher-forced,
+greedy, float32, CPU, one thread; documents as build_canary.report draws them (4 turns).
+
+    python benchmarks/nemotronh-resume/recall_probe.py BUILD_FOLDER SEED 300,1500 12   # torch + transformers
+"""
+import random
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "canary"))
+import build_canary as shared  # the builders, by path, as the GPU calls run them
+import build_nemotronh as b
+import corpus
+
+torch.set_num_threads(1)
+folder, seed = Path(sys.argv[1]), int(sys.argv[2])
+out = Path(tempfile.mkdtemp())
+tok = shared.build_tokenizer(out, seed, 1024)
+args = SimpleNamespace(hidden=128, pattern="M-M-M-*-", state=128, mamba_heads=4, chunk=128, max_len=131072, decay="long")
+torch.manual_seed(seed)
+model, cfg = b.new_model(args, tok, -(-len(tok) // 64) * 64)
+b.init_from(model, folder, out)
+model.eval()
+dev = torch.device("cpu")
+stats = {}
+
+
+def add(key, field, ok):
+    s = stats.setdefault(key, {"n": 0, "name": 0, "first": 0, "rest": 0, "all": 0})
+    s[field] += ok
+
+
+for length in [int(x) for x in sys.argv[3].split(",")]:
+    rng = random.Random(1234 + length)
+    for _ in range(int(sys.argv[4])):
+        lines = corpus.lines_for(length)
+        # rebuild the document the way training_document does, keeping the asked indices
+        system, defs = corpus.system_prompt(rng, lines)
+        asked = []
+        msgs = [("system", system)]
+        for t in range(4):
+            user, i = corpus.user_turn(rng, defs, t); asked.append(i)
+            msgs += [("user", user), ("assistant", corpus.answer(defs, i))]
+        doc = corpus.chat(msgs)
+        ids, att, ans = shared.encode(tok, [doc], dev)
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, :-1]
+        target, mask = ids[0, 1:], ans[0, 1:].tolist()
+        ok = (logits.argmax(-1) == target).tolist()
+        spans, k = [], 0
+        while k < len(mask):
+            if not mask[k]: k += 1; continue
+            j = k
+            while j < len(mask) and mask[j]: j += 1
+            spans.append((k, j)); k = j
+        for t, (k, j) in enumerate(spans[:4]):
+            toks = [tok.decode([int(x)]) for x in target[k:j]]
+            eq = next((n for n, s in enumerate(toks) if "=" in s), None)
+            if eq is None: continue
+            dist = lines - asked[t]
+            bucket = f"L{length} dist {'<=10' if dist <= 10 else '<=40' if dist <= 40 else '>40'}"
+            for key in (f"L{length}", bucket, f"L{length} turn {t}"):
+                add(key, "n", 1)
+                add(key, "name", all(ok[k:k + eq]))
+                add(key, "first", ok[k + eq + 1] if k + eq + 1 < j else 0)
+                add(key, "rest", all(ok[k + eq + 2:j]))
+                add(key, "all", all(ok[k:j]))
+for key, s in stats.items():
+    print(key, {f: (s[f] if f == "n" else round(s[f] / s["n"], 2)) for f in s})
