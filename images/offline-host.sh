@@ -14,6 +14,8 @@
 #                                       so far allow: `setup` once _vmatrix is in, `overlay-check`
 #                                       once a _torch-* is in (feed.log), while uploads go on
 #   offline-host.sh setup               vmatrix's own dependencies + a Ray head on this host
+#   offline-host.sh init-db             create (migrate) the results DB
+#   offline-host.sh seed DB[.xz]        make an earlier lease's DB this host's, while it holds no run
 #   offline-host.sh sweep MATRIX ENGINE [--rerun]
 #                                       run MATRIX's cells of ENGINE in the background,
 #                                       then its controls again (the noise floor)
@@ -108,7 +110,7 @@ case "${1:-}" in
     fi
     "$PY" -c 'import ray, sqlalchemy, alembic, pydantic, torch; print("ray", ray.__version__, "torch", torch.__version__, "gpus", torch.cuda.device_count())'
     # Create the results DB (migrations) before sweeps start side by side.
-    "$PY" -m vmatrix.orchestrator.cli results ls --db "$DB" >/dev/null
+    "$REPO/images/offline-host.sh" init-db
     # One Ray head for every sweep on this host, so concurrent sweeps share the GPUs'
     # accounting. setsid: the head must outlive the command that started it.
     if ! "$PY" -m ray.scripts.scripts status >/dev/null 2>&1; then
@@ -116,6 +118,37 @@ case "${1:-}" in
         >"$VMATRIX_DATA/ray-start.log" 2>&1 </dev/null
     fi
     "$PY" -m ray.scripts.scripts status 2>/dev/null | grep -E "GPU|CPU" || true ;;
+  init-db)
+    # A command that writes creates it (a read of a DB that is not there is an error).
+    mkdir -p "$VMATRIX_DATA"
+    "$PY" -c 'import sys; from vmatrix.db.store import Store; Store.open(sys.argv[1]).close()' "$DB" ;;
+  seed)
+    # Continue an earlier lease's DB here (docs/runs/NAME.db.xz or a plain .db), so this
+    # host's sweeps append to it: only while the host's DB holds no run (setup creates it
+    # empty), so nothing recorded on this host is replaced. Before any sweep starts.
+    mkdir -p "$VMATRIX_DATA"
+    "$PY" - "$2" "$DB" <<'EOF'
+import lzma, shutil, sqlite3, sys
+from pathlib import Path
+src, dst = Path(sys.argv[1]), Path(sys.argv[2])
+if not src.is_file():
+    sys.exit(f"seed: {src}: no such file")
+if dst.exists():
+    try:
+        runs = sqlite3.connect(dst).execute("select count(*) from runs").fetchone()[0]
+    except sqlite3.Error:
+        runs = 0  # no runs table: nothing recorded yet
+    if runs:
+        sys.exit(f"seed: {dst} already holds {runs} runs; not replaced")
+part = dst.with_name(dst.name + ".part")
+with (lzma.open if src.suffix == ".xz" else open)(src, "rb") as f, part.open("wb") as out:
+    shutil.copyfileobj(f, out)
+for side in ("-wal", "-shm"):
+    Path(f"{dst}{side}").unlink(missing_ok=True)
+part.replace(dst)
+print(f"seed: {dst} is {src} ({dst.stat().st_size} bytes)")
+EOF
+    ;;
   sweep)
     matrix=$2 engine=$3 extra=${4:-}
     log=$VMATRIX_DATA/sweep-$engine.log
