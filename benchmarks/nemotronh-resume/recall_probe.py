@@ -1,8 +1,11 @@
 """Where does a Nemotron-H canary build's recall fail? Per answer (a definition line
 ``var_NNNN = w1 w2 ...`` recited after "show var_NNNN"): the name copied from the question,
 the first value word (the lookup by name), the later words (induction from the previous
-word), by the asked line's distance from the question (in lines) and by turn. Teacher-forced,
-greedy, float32, CPU, one thread; documents as build_canary.report draws them (4 turns).
+word), by the asked line's distance from the question (in lines) and by turn; and where the
+attention layer looks (eager attention): its heads' largest share on the asked line where
+the first value word is predicted (``attn_first``, at " =") and where the later ones are
+(``attn_rest``), medians. Teacher-forced, greedy, float32, CPU, one thread; documents as
+build_canary.report draws them (4 turns).
 
     python benchmarks/nemotronh-resume/recall_probe.py BUILD_FOLDER SEED 300,1500 12   # torch + transformers
 """
@@ -27,9 +30,14 @@ args = SimpleNamespace(hidden=128, pattern="M-M-M-*-", state=128, mamba_heads=4,
 torch.manual_seed(seed)
 model, cfg = b.new_model(args, tok, -(-len(tok) // 64) * 64)
 b.init_from(model, folder, out)
+model.config._attn_implementation = "eager"  # attention weights, for where it looks
+for layer in model.model.layers:
+    if hasattr(layer.mixer, "config"):
+        layer.mixer.config._attn_implementation = "eager"
 model.eval()
 dev = torch.device("cpu")
 stats = {}
+looks: dict[str, list[float]] = {}
 
 
 def add(key, field, ok):
@@ -51,7 +59,15 @@ for length in [int(x) for x in sys.argv[3].split(",")]:
         doc = corpus.chat(msgs)
         ids, att, ans = shared.encode(tok, [doc], dev)
         with torch.no_grad():
-            logits = model(input_ids=ids).logits[0, :-1]
+            o = model(input_ids=ids, output_attentions=True)
+        logits = o.logits[0, :-1]
+        attn = [a for a in o.attentions if a is not None][-1][0]  # heads x query x key
+        pieces = [tok.decode([int(x)]) for x in ids[0]]
+        line_of, line = [], 0  # line 0 is "<|im_start|>system", 1 the header, 2 the tools
+        for piece in pieces:
+            line_of.append(line)
+            line += piece.count("\n")
+        line_of = torch.tensor(line_of)
         target, mask = ids[0, 1:], ans[0, 1:].tolist()
         ok = (logits.argmax(-1) == target).tolist()
         spans, k = [], 0
@@ -64,6 +80,10 @@ for length in [int(x) for x in sys.argv[3].split(",")]:
             toks = [tok.decode([int(x)]) for x in target[k:j]]
             eq = next((n for n, s in enumerate(toks) if "=" in s), None)
             if eq is None: continue
+            on_line = line_of == asked[t] + 3
+            share = [float(attn[:, q, on_line].sum(-1).max()) for q in range(k + eq + 1, j)]
+            looks.setdefault(f"L{length} attn_first", []).append(share[0])
+            looks.setdefault(f"L{length} attn_rest", []).extend(share[1:-1])
             dist = lines - asked[t]
             bucket = f"L{length} dist {'<=10' if dist <= 10 else '<=40' if dist <= 40 else '>40'}"
             for key in (f"L{length}", bucket, f"L{length} turn {t}"):
@@ -74,3 +94,5 @@ for length in [int(x) for x in sys.argv[3].split(",")]:
                 add(key, "all", all(ok[k:j]))
 for key, s in stats.items():
     print(key, {f: (s[f] if f == "n" else round(s[f] / s["n"], 2)) for f in s})
+for key, v in looks.items():
+    print(key, "median", round(sorted(v)[len(v) // 2], 3), "of", len(v))
