@@ -34,20 +34,22 @@ def _shown(source: str) -> str:
 
 
 def results_merge(
-    sources: Annotated[list[str], typer.Argument(
-        metavar="SRC...", show_default=False,
+    src: Annotated[list[str], typer.Argument(
+        show_default=False,
         help="Results DBs to copy from: a SQLite file, its NAME.db.xz or a SQLAlchemy URL; only read.")],
     db: DbOpt = None,
 ) -> None:
-    """Copy every recorded result of each SRC into the store --db names (created if missing):
-    sweeps, cells, runs with their requests and metrics, grades, noise floors, bisects, fixes
-    and shrinks, each under a new id where it has one. A result DEST already has is not added
-    again, nothing in DEST is changed, and each SRC is one transaction. A cell stored with
-    another spec in DEST (or in another SRC) stops the merge before anything is written."""
+    """Copy every recorded result of each SRC into the store --db names (DEST), under DEST's ids.
+
+    Sweeps, cells, runs with their requests and metrics, grades, noise floors, bisects, fixes
+    and shrinks; DEST is created if missing. A result DEST already has is not added again,
+    nothing in DEST is changed, and each SRC is one transaction. A cell stored with another
+    spec in DEST (or in another SRC) stops the merge before anything is written.
+    """
     from vmatrix.db.merge import merge_stores
 
     opened: list[tuple[str, Store]] = []
-    for source in dict.fromkeys(sources):  # a source named twice is merged once
+    for source in dict.fromkeys(src):  # a source named twice is merged once
         try:
             opened.append((_shown(source), open_store(source, write=False)))
         except StoreError as exc:
