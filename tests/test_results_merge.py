@@ -206,6 +206,18 @@ def test_merging_again_adds_nothing_and_a_grown_source_adds_only_what_is_new(lea
         store.close()
 
 
+def test_a_row_naming_a_run_the_merge_did_not_copy_is_held_back_not_written(leases, tmp_path: Path) -> None:
+    """A fixes row whose run was not read (recorded while the source was read; here a run id
+    the source has not got) is left for the next merge, never written pointing elsewhere."""
+    a_path, _, _, _ = leases
+    a, dest = Store.open(a_path), Store.open(tmp_path / "dest.db")
+    a.record_fixes(FixesRecord(SHARED.id, CONTROL.id, "vllm 0.26.0", "0.26.0", ["x"], False,
+                               [{"candidate": "x", "cell_id": SHARED.id, "run_id": 999}], "later", 1.0))
+    (done,) = merge_stores(dest, [("a.db", a)])
+    assert done.line().endswith("; held back (recorded while it was read; merge again): 1 fixes")
+    assert [f.answer for f in dest.fixes()] == ["lease 1000.0"]
+
+
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -270,8 +282,10 @@ def test_a_source_that_fails_half_way_leaves_dest_as_the_sources_before_it_left_
 def test_results_ls_and_show_on_dest_list_both_leases_runs(leases, tmp_path: Path) -> None:
     a_path, b_path, _, _ = leases
     dest = tmp_path / "merged.db"
+    digests = sha(a_path), sha(b_path)
     out = invoke("results", "merge", str(a_path), str(b_path), "--db", str(dest))
     assert out.exit_code == 0, out.output
+    assert (sha(a_path), sha(b_path)) == digests  # a source is only read
     assert out.output.splitlines() == [
         f"{a_path}: added 2 sweeps, 3 cells, 5 runs, 4 grades, 1 noise floors, 1 bisects, 1 fixes, 1 shrinks",
         (f"{b_path}: added 2 sweeps, 1 cells, 5 runs, 4 grades, 1 noise floors, 1 bisects, 1 fixes, 1 shrinks; "
@@ -287,7 +301,6 @@ def test_results_ls_and_show_on_dest_list_both_leases_runs(leases, tmp_path: Pat
     # Each lease's fixes row names its own lease's run of the cell, by DEST's id.
     runs = [r["summary"]["run_id"] for r in data["runs"]]
     assert [f["rows"][0]["run_id"] for f in data["fixes"]] == runs[::-1]
-    # A source is only read: merging it changed nothing in it.
     assert invoke("results", "merge", str(a_path), "--db", str(dest)).output.startswith(f"{a_path}: nothing new")
 
 
