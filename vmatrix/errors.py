@@ -8,6 +8,7 @@ VmatrixError                  str() is one line for the user; never a traceback
 │   ├── PatchSetError         a patch set that does not exist or holds nothing
 │   ├── CanaryError           a canary that cannot be resolved or built
 │   ├── StoreError            a results database that cannot be opened
+│   ├── MergeError            results DBs that cannot be merged (a cell stored with two specs)
 │   ├── NotFoundError         (also LookupError) no recorded cell, run or sweep by that id
 │   └── BisectError           a bisect that cannot start or conclude
 │       └── BisectInputError  ... because of one of its inputs
@@ -102,6 +103,11 @@ class CanaryError(InputError):
 
 class StoreError(InputError):
     """The results database cannot be opened; the message is one line naming it."""
+
+
+class MergeError(InputError):
+    """Results DBs that cannot be merged (``db/merge.py``): one line naming the cell and the
+    inputs it is about (the source ``src``, the destination ``db``)."""
 
 
 class NotFoundError(InputError, LookupError):

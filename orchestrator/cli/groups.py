@@ -111,5 +111,6 @@ class Results(LazyCommands):
     and `table` app.py's, all built with the group."""
 
     later: ClassVar[dict[str, Register]] = {"noise": _command("noise", "noise", "results_noise"),
-                                            "regrade": _command("regrade", "regrade", "results_regrade")}
-    order = ("compare", "export", "diff", "noise", "regrade", "ls", "show", "table")
+                                            "regrade": _command("regrade", "regrade", "results_regrade"),
+                                            "merge": _command("merge", "merge", "results_merge")}
+    order = ("compare", "export", "diff", "noise", "regrade", "merge", "ls", "show", "table")
