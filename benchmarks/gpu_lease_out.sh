@@ -26,9 +26,12 @@ from pathlib import Path
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
 summary = json.loads((src / "summary.json").read_text())
 escaped = [n for n, s in summary.items() if s.get("escaped")]
-# The furthest along first; at most three tars (the device takes 8 files a call).
+# Those that left the plateau, then the rest, the furthest along first, as many as the
+# call's 8 files leave room for: a candidate not sent back loses its resume.pt with the
+# host (2026-12-04: two still on stage 1 were, because others had escaped).
 key = lambda n: (summary[n]["last"].get("what") == "mtp", summary[n]["last"].get("stage", 0), summary[n]["last"].get("step", 0))
-for name in sorted(escaped or summary, key=key, reverse=True)[:3]:
+order = sorted(escaped, key=key, reverse=True) + sorted(set(summary) - set(escaped), key=key, reverse=True)
+for name in order[:max(0, 8 - len(list(dst.iterdir())))]:
     tar = src / f"{name}.tar"
     if tar.is_file() and tar.stat().st_size < 16_000_000:
         shutil.copy(tar, dst / tar.name)
