@@ -152,8 +152,9 @@ def test_the_nemotronh_checkpoint_is_what_vllm_loads_with_a_frozen_long_memory_d
 
 @pytest.mark.engine
 def test_the_third_pass_options_start_from_a_build_and_free_the_decay(tmp_path: Path) -> None:
-    """The third pass's experiment options (2026-12-04, images/canary/README.md): ``--decay
-    mamba2`` draws Mamba2's own init, short heads among long ones; a build started from it
+    """The third and fourth passes' experiment options (2026-12-04, images/canary/README.md):
+    ``--decay mamba2`` draws Mamba2's own init, short heads among long ones, ``--decay short``
+    only short ones; a build started from it
     (``--init-from``) has its weights, and ``--train-decay`` lets A_log and dt_bias move (one
     step at a rate too small to move the rest visibly)."""
     python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
@@ -163,6 +164,12 @@ def test_the_third_pass_options_start_from_a_build_and_free_the_decay(tmp_path: 
     decay = [math.exp(-math.exp(a) * math.log1p(math.exp(b)))
              for i in range(0, len(mamba), 2) for a, b in zip(base[mamba[i]], base[mamba[i + 1]], strict=True)]
     assert min(decay) < 0.95, decay  # the long init never goes below 0.966
+    # The fourth pass's ``--decay short``: every head forgets within a few tokens.
+    _build(python, tmp_path / "short", "--decay", "short")
+    short = _tensors(python, tmp_path / "short", mamba)
+    decay = [math.exp(-math.exp(a) * math.log1p(math.exp(b)))
+             for i in range(0, len(mamba), 2) for a, b in zip(short[mamba[i]], short[mamba[i + 1]], strict=True)]
+    assert all(0.65 < d < 0.91 for d in decay), decay
 
     _build(python, tmp_path / "freed", "--init-from", str(tmp_path / "m2"), "--train-decay",
            "--stage", "lines=2-4 batch=2 steps=1 lr=1e-3", "--report-lengths", "150")
