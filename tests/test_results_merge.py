@@ -383,3 +383,35 @@ def test_two_h200_leases_merged_answer_fixes_together_from_recorded_runs(
     assert [line.split(": ", 1)[1].split(";")[0] for line in again.output.splitlines()] == ["nothing new"] * 2
     for store in (a, b, merged):
         store.close()
+
+
+H200_C = REPO / "docs" / "runs" / "gpu-h200-fixes-pr48375-0.26.0-sweep4-2026-12-04.db.xz"
+# 0.26.0's cells of examples/field-bugs-gpu-fixes-pr48375.yaml: PC + MTP k=3, async scheduling
+# on (the first three) and off, stock, +pr48375, +pr51113+pr48375.
+CELLS_0260 = {"6eb19d3ca4e355b6": "stock", "56e5fb2a54fc73cc": "pr48375", "7708acc7fdb9e59c": "pr51113+pr48375",
+              "31adcd1c082b7a9f": "stock, async off", "76c7ebd6372ccf79": "pr48375, async off",
+              "dec7a1bf11170e2a": "pr51113+pr48375, async off"}
+
+
+def test_three_h200_sweeps_of_0260_with_pr48375_say_what_docs_fixes_says() -> None:
+    """Issue 39's three sweeps of 0.26.0 (docs/FIXES.md, "On the H200: PR 48375"): the
+    12-04 lease's two graded ones (its first lost the patched cells' starts, or their controls',
+    to GPU memory; the stock cell with async on started and is graded in all three) and the
+    sweep of the next lease, read as recorded. Each cell's newest grade a sweep, in order."""
+    from tests.recorded_dbs import read_only, unpacked
+
+    seen: dict[str, list[str]] = {cell: [] for cell in CELLS_0260}
+    for packed in (H200_B, H200_C):
+        con = read_only(unpacked(packed.name.removesuffix(".xz")))
+        rows = con.execute(
+            "SELECT r.cell_id, g.verdict, g.summary FROM runs r JOIN grades g ON g.run_id = r.id "
+            "AND g.id = (SELECT max(id) FROM grades WHERE run_id = r.id) WHERE r.status = 'ok' "
+            "ORDER BY r.sweep_id").fetchall()
+        con.close()
+        for cell, verdict, summary in rows:
+            if cell in seen and verdict not in ("control", "ungraded"):  # ungraded: its control's start failed
+                seen[cell].append(verdict if verdict != "corrupt" else f"corrupt {summary.split('/')[0]}")
+    assert {CELLS_0260[c]: v for c, v in seen.items()} == {
+        "stock": ["corrupt 13"] * 4, "pr48375": ["corrupt 25"] * 3, "pr51113+pr48375": ["corrupt 29"] * 3,
+        "stock, async off": ["corrupt 4"] * 3, "pr48375, async off": ["unexercised"] * 3,
+        "pr51113+pr48375, async off": ["unexercised"] * 3}
