@@ -8,7 +8,12 @@ the first value word is predicted (``attn_first``, at " =") and where the later 
 build_canary.report draws them (4 turns).
 
     python benchmarks/nemotronh-resume/recall_probe.py BUILD_FOLDER SEED 300,1500 12   # torch + transformers
+
+BUILD_FOLDER is a finished build (model.safetensors) or one stopped part-way (resume.pt, as
+the GPU calls send them back); PROBE_HEADS and PROBE_DECAY (default 4, long) say the
+build's --mamba-heads and --decay where they are not the recipe's (the fourth pass).
 """
+import os
 import random
 import sys
 import tempfile
@@ -26,10 +31,14 @@ torch.set_num_threads(1)
 folder, seed = Path(sys.argv[1]), int(sys.argv[2])
 out = Path(tempfile.mkdtemp())
 tok = shared.build_tokenizer(out, seed, 1024)
-args = SimpleNamespace(hidden=128, pattern="M-M-M-*-", state=128, mamba_heads=4, chunk=128, max_len=131072, decay="long")
+args = SimpleNamespace(hidden=128, pattern="M-M-M-*-", state=128, mamba_heads=int(os.environ.get("PROBE_HEADS", "4")),
+                       chunk=128, max_len=131072, decay=os.environ.get("PROBE_DECAY", "long"))
 torch.manual_seed(seed)
 model, cfg = b.new_model(args, tok, -(-len(tok) // 64) * 64)
-b.init_from(model, folder, out)
+if (folder / "model.safetensors").is_file():
+    b.init_from(model, folder, out)
+else:  # stopped part-way: the builder's own save (build_canary.RESUME), the model's names
+    model.load_state_dict(torch.load(folder / shared.RESUME, map_location="cpu", weights_only=False)["model"])
 model.config._attn_implementation = "eager"  # attention weights, for where it looks
 for layer in model.model.layers:
     if hasattr(layer.mixer, "config"):

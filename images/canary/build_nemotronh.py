@@ -180,10 +180,11 @@ def new_model(args, tokenizer, vocab_size: int):
                 mixer.A_log.copy_(torch.empty_like(mixer.A_log).uniform_(0.005, 0.05).log())
                 mixer.dt_bias.zero_()
             elif args.decay == "short":
-                # 0.66..0.90 a token at dt = 0: the state holds the last name and its " =",
-                # not the lines before, so it cannot be the lookup table the third pass found
-                # the long decay turned into (~20 names); the attention layer has to find the
-                # line, by keys the state wrote: a wrong restore inside a line still moves them.
+                # 0.66..0.90 a token at dt = 0: the state starts out holding the last name and
+                # its " =", not a table of lines (the third pass found the long decay's state
+                # turned into one that holds ~20 names), in the hope that the attention layer
+                # finds the line, by keys the state wrote. Only a start: dt is trained, and a
+                # small dt keeps a state as long (the fourth pass, images/canary/README.md).
                 mixer.A_log.copy_(torch.empty_like(mixer.A_log).uniform_(0.15, 0.6).log())
                 mixer.dt_bias.zero_()
             else:  # "mamba2": the Mamba2 paper's init, short and long heads in one layer
