@@ -128,8 +128,9 @@ case "${1:-}" in
     # empty), so nothing recorded on this host is replaced. Before any sweep starts.
     mkdir -p "$VMATRIX_DATA"
     "$PY" - "$2" "$DB" <<'EOF'
-import lzma, shutil, sqlite3, sys
+import shutil, sqlite3, sys, tempfile
 from pathlib import Path
+from vmatrix.db import copies
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
 if not src.is_file():
     sys.exit(f"seed: {src}: no such file")
@@ -141,8 +142,8 @@ if dst.exists():
     if runs:
         sys.exit(f"seed: {dst} already holds {runs} runs; not replaced")
 part = dst.with_name(dst.name + ".part")
-with (lzma.open if src.suffix == ".xz" else open)(src, "rb") as f, part.open("wb") as out:
-    shutil.copyfileobj(f, out)
+with tempfile.TemporaryDirectory() as folder:  # an .xz unpacked as `--db NAME.db.xz` reads it
+    shutil.copyfile(copies.unpacked(src, Path(folder)) if src.suffix == ".xz" else src, part)
 for side in ("-wal", "-shm"):
     Path(f"{dst}{side}").unlink(missing_ok=True)
 part.replace(dst)
