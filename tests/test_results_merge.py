@@ -25,6 +25,7 @@ import pytest
 from sqlalchemy import JSON, Text, cast, select
 from typer.testing import CliRunner
 
+from tests.recorded_dbs import read_only, unpacked
 from vmatrix.cells import Cell, Grade, ModelRef, RunOutcome
 from vmatrix.db import merge
 from vmatrix.db.merge import TABLES, merge_stores
@@ -398,8 +399,6 @@ def test_three_h200_sweeps_of_0260_with_pr48375_say_what_docs_fixes_says() -> No
     12-04 lease's two graded ones (its first lost the patched cells' starts, or their controls',
     to GPU memory; the stock cell with async on started and is graded in all three) and the
     sweep of the next lease, read as recorded. Each cell's newest grade a sweep, in order."""
-    from tests.recorded_dbs import read_only, unpacked
-
     seen: dict[str, list[str]] = {cell: [] for cell in CELLS_0260}
     for packed in (H200_B, H200_C):
         con = read_only(unpacked(packed.name.removesuffix(".xz")))
