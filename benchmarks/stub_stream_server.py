@@ -93,6 +93,12 @@ class StubServer:
     token_delay_s: float = 0.0
     requests: int = 0
     queries: int = 0
+    # What it was asked, in order ("/pause", "/resume", or a request's session), and
+    # whether it holds streams: a paused stub answers a completion's headers and sends its
+    # tokens once resumed, as vLLM's scheduler pause (mode keep) does.
+    log: list[str] = field(default_factory=list)
+    pausable: bool = True
+    _resumed: asyncio.Event | None = None
     _server: asyncio.AbstractServer | None = None
     _cache: dict[tuple[int, int, str], list[bytes]] = field(default_factory=dict)
 
@@ -191,11 +197,21 @@ class _Conn(asyncio.Protocol):
         if method == "GET" and path == "/metrics":
             t.write(_plain("200 OK", "text/plain; version=0.0.4", self.server.metrics()))
             return
+        if method == "POST" and self.server.pausable and path.split("?")[0] in ("/pause", "/resume"):
+            self.server.log.append(path.split("?")[0])
+            if path.startswith("/pause"):
+                self.server._resumed = asyncio.Event()
+            elif self.server._resumed is not None:
+                self.server._resumed.set()
+            t.write(_plain("200 OK", "application/json", b'{"status":"ok"}'))
+            return
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions", "/tokenize"):
             t.write(_plain("404 Not Found", "application/json", b'{"error":{"message":"not found","code":404}}'))
             return
         req = json.loads(body)
         model = str(req.get("model", "stub"))
+        if path != "/tokenize":
+            self.server.log.append(str((req.get("messages") or [{}])[-1].get("content", "")))
         if path == "/tokenize":
             if model == "stub-tokenize-400":
                 err = {"error": {"message": "stub: cannot tokenize", "type": "BadRequestError", "code": 400}}
@@ -228,7 +244,8 @@ class _Conn(asyncio.Protocol):
                 return
             err = {"error": {"message": "stub: stream failed", "type": "InternalServerError", "code": 500}}
             tail = [_event(err), _DONE, b"0\r\n\r\n"]
-        if not (self.server.first_token_delay_s or self.server.token_delay_s):
+        held = self.server._resumed is not None and not self.server._resumed.is_set()
+        if not (self.server.first_token_delay_s or self.server.token_delay_s or held):
             t.write(_SSE_HEAD + b"".join(events) + b"".join(tail))  # the fast path: one write
             return
         self.busy = True
@@ -238,7 +255,12 @@ class _Conn(asyncio.Protocol):
         t = self.transport
         if t is None:
             return
-        t.write(_SSE_HEAD + events[0])
+        t.write(_SSE_HEAD)
+        if self.server._resumed is not None:
+            await self.server._resumed.wait()
+        if self.transport is None:
+            return
+        self.transport.write(events[0])
         await asyncio.sleep(self.server.first_token_delay_s)
         for i, ev in enumerate(events[1:]):
             if i and self.server.token_delay_s:

@@ -56,7 +56,7 @@ RESULT_COLORS = {
     "crashed": "#de2d26",
     "startup_failed": "#9e9ac8",
     "timeout": "#fed976",
-    "invalid": "#969696",  # knobs break a geometry rule; never started
+    "invalid": "#969696",  # cannot run as specified (geometry rule, or no pause for a gate)
     "ungraded": "#d9d9d9",
     "not run": "#ffffff",
 }
@@ -73,7 +73,8 @@ RESULT_MEANINGS = {
     "crashed": "the engine died during the replay",
     "startup_failed": "the engine never became healthy",
     "timeout": "the replay ran past its time limit",
-    "invalid": "the knobs break a geometry rule; no engine was started",
+    "invalid": "the cell cannot run as specified: its knobs break a geometry rule (no engine started), or its "
+               "engine cannot hold a gated phase (no scheduler pause)",
     "ungraded": "its control has no run to grade against",
     "ok": "ran, not graded yet",
     "not run": "no run recorded",

@@ -19,6 +19,14 @@ goes on past the model's end-of-turn token. Given the model's end tokens
 (``vmatrix.cells.model_end_tokens``), each record notes how much of its text came before the
 first one (``answer_chars``): the answer that an expectation is graded on.
 
+Gated phases (``Workload.gated``, a shape's ``gate: true``): the replay holds the engine's
+scheduler (vLLM's own pause, ``POST /pause?mode=keep``, served with
+``VLLM_SERVER_DEV_MODE=1``), sends the phase's requests one at a time, each once the
+server has answered the previous one's headers (and so handed it to the engine), and then
+resumes it: the scheduler meets every request at once and in the phase's order, so the
+chunk layout of a race is the same every run instead of following when each request
+reached the engine. Their TTFT includes the hold.
+
 Early abort: given the control's tokens and margins (:class:`ControlReference`), the
 replay compares each phase's answers as they arrive, with the grader's own
 :func:`jobs.divergence.first_divergence`, and stops sending once enough of them diverge at
@@ -43,6 +51,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
+from vmatrix.errors import GateError
 from vmatrix.jobs.divergence import first_divergence
 from vmatrix.jobs.metrics import delta, scrape
 from vmatrix.records import ControlReference, RequestRecord, Transcript
@@ -153,10 +162,25 @@ def apply_chunk(rec: RequestRecord, chunk: dict, text: list[str], clock: StreamC
 async def send(
     client: aiohttp.ClientSession, base_url: str, model: str, req: ReplayRequest, max_tokens: int,
     top_logprobs: int, api: Api = "chat", end_tokens: frozenset[int] = frozenset(),
+    accepted: asyncio.Event | None = None,
 ) -> RequestRecord:
     """One request, streamed; with ``api="completions"`` the prompt's token ids come from the
     engine's ``/tokenize`` first, and TTFT and end-to-end time count from the completion
-    request, not the tokenize call (which is preparation, not serving)."""
+    request, not the tokenize call (which is preparation, not serving).
+
+    ``accepted`` is set once the engine has answered the request's headers (or it failed):
+    the server has then handed it to the engine (:func:`gated_phase`)."""
+    try:
+        return await _send(client, base_url, model, req, max_tokens, top_logprobs, api, end_tokens, accepted)
+    finally:
+        if accepted is not None:
+            accepted.set()
+
+
+async def _send(
+    client: aiohttp.ClientSession, base_url: str, model: str, req: ReplayRequest, max_tokens: int,
+    top_logprobs: int, api: Api, end_tokens: frozenset[int], accepted: asyncio.Event | None,
+) -> RequestRecord:
     rec = RequestRecord(key=req.key, session=req.session, turn=req.turn, phase=req.phase, expect=req.expect)
     common = {"model": model, "max_tokens": max_tokens, **SAMPLING, "stream": True,
               "stream_options": {"include_usage": True}}
@@ -175,6 +199,8 @@ async def send(
     text: list[str] = []
     try:
         async with await _post(client, url, content) as resp:
+            if accepted is not None:
+                accepted.set()
             if resp.status != 200:
                 detail = (await resp.read()).decode(errors="replace")[:500]
                 rec.error = f"HTTP {resp.status}: {_error_message(detail)}"
@@ -333,9 +359,11 @@ async def replay(
             if on_phase:
                 on_phase(phase)
             before = await _safe_scrape(client, base_url)
-            sends = [send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs, workload.api,
-                          end_tokens) for r in requests]
-            records = await asyncio.gather(*(map(counted, sends) if on_request is not None else sends))
+            sending = _sender(client, base_url, model, workload, end_tokens, counted if on_request else None)
+            if phase in workload.gated:
+                records = await gated_phase(client, base_url, requests, sending)
+            else:
+                records = await asyncio.gather(*map(sending, requests))
             for rec in records:
                 rec.restarts = restarts
             transcript.requests.extend(records)
@@ -360,6 +388,59 @@ async def replay(
     finally:
         await client.close()
     return transcript
+
+
+def _sender(client: aiohttp.ClientSession, base_url: str, model: str, workload: Workload,
+            end_tokens: frozenset[int], counted: Callable[[Awaitable[RequestRecord]], Awaitable[RequestRecord]] | None,
+            ) -> Callable[..., Awaitable[RequestRecord]]:
+    """How :func:`replay` sends one request of a phase on ``client`` (counted, if given)."""
+    def sending(r: ReplayRequest, accepted: asyncio.Event | None = None) -> Awaitable[RequestRecord]:
+        sent = send(client, base_url, model, r, workload.max_tokens, workload.top_logprobs, workload.api,
+                    end_tokens, accepted)
+        return counted(sent) if counted is not None else sent
+    return sending
+
+
+# After the last request of a gated phase was answered its headers: the server hands a
+# request to the engine right after them; the pause and the adds share one queue to the
+# engine core, so the resume sent after this lands behind every add.
+GATE_SETTLE_S = 0.2
+
+
+async def gated_phase(
+    client: aiohttp.ClientSession, base_url: str, requests: tuple[ReplayRequest, ...],
+    sending: Callable[[ReplayRequest, asyncio.Event], Awaitable[RequestRecord]],
+) -> list[RequestRecord]:
+    """One phase held at the engine's scheduler (module docstring): pause (mode ``keep``,
+    the prefix cache kept), each request sent once the previous one was accepted, resume.
+
+    Raises :class:`GateError` when the engine will not pause; the scheduler is resumed
+    whatever happens once it was paused, so a failed request never leaves it held."""
+    await _scheduler(client, base_url, "pause", {"mode": "keep", "clear_cache": "false"})
+    tasks: list[asyncio.Task[RequestRecord]] = []
+    try:
+        for r in requests:
+            accepted = asyncio.Event()
+            tasks.append(asyncio.ensure_future(sending(r, accepted)))
+            await accepted.wait()
+        await asyncio.sleep(GATE_SETTLE_S)
+    finally:
+        await _scheduler(client, base_url, "resume", {})
+    return list(await asyncio.gather(*tasks))
+
+
+async def _scheduler(client: aiohttp.ClientSession, base_url: str, action: str, params: dict[str, str]) -> None:
+    try:
+        async with client.post(f"{base_url}/{action}", params=params) as resp:
+            if resp.status == 200:
+                return
+            detail = (await resp.read()).decode(errors="replace")[:200]
+    except CLIENT_ERRORS as exc:
+        detail = _failure(exc)
+    else:
+        detail = f"HTTP {resp.status}: {_error_message(detail)}"
+    raise GateError(f"gate: the engine did not {action} its scheduler (POST /{action}: {detail}); a gated phase "
+                    "needs vLLM's pause (mode keep) and VLLM_SERVER_DEV_MODE=1")
 
 
 MAX_CONNECTIONS = 256  # requests in flight at once; more wait for a free connection

@@ -203,8 +203,10 @@ def _build(spec: WorkloadParams, block: int | None, layout_version: int) -> Work
         if block is None:
             raise ValueError(f"workload {spec.name!r}: shapes are laid out on a block size; none given")
         phases = build_shapes(spec.shapes, block, spec.seed, layout_version)
+        gated = {s.name for s in spec.shapes if getattr(s, "gate", False)}
         return Workload(name=spec.name, phases=tuple(phases), max_tokens=spec.max_tokens,
-                        top_logprobs=spec.top_logprobs, api=spec.api, block_tokens=block)
+                        top_logprobs=spec.top_logprobs, api=spec.api, block_tokens=block,
+                        gated=tuple(name for name, reqs in phases if reqs and reqs[0].shape in gated))
     if spec.kind == "trace":
         from vmatrix.jobs.traces import load_trace, trace_to_workload
 

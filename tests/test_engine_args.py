@@ -42,3 +42,12 @@ def test_cpu_engines_do_not_pin_each_other_to_the_same_cores() -> None:
     env = engine_env(EngineRecipe(vllm="0.32.0"), cpus=2)
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind" and env["OMP_NUM_THREADS"] == "2"
     assert "VLLM_CPU_OMP_THREADS_BIND" not in engine_env(EngineRecipe(vllm="0.26.0", accelerator="cuda"), cpus=2)
+
+
+def test_a_gated_workload_starts_its_engine_with_the_pause_routes() -> None:
+    from vmatrix.orchestrator.stack.engine_args import gates
+
+    assert gates({"shapes": [{"kind": "cold_race", "gate": True}]})
+    assert not gates({"shapes": [{"kind": "cold_race"}]}) and not gates({"shapes": None})
+    assert engine_env(EngineRecipe(vllm="0.32.0"), cpus=1, gated=True)["VLLM_SERVER_DEV_MODE"] == "1"
+    assert "VLLM_SERVER_DEV_MODE" not in engine_env(EngineRecipe(vllm="0.32.0"), cpus=1)

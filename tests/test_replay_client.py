@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from vmatrix.errors import GateError
 from vmatrix.jobs.replay import client_session, replay, send
 from vmatrix.records import ControlReference, RequestRecord, Transcript
 from vmatrix.workload import ReplayRequest, Workload
@@ -228,6 +229,45 @@ def test_replay_stops_after_a_failed_phase() -> None:
     transcript, seen = _replay("stub-500")
     assert seen == ["a"] and len(transcript.requests) == 2
     assert all(r.error == "HTTP 500: stub: forced failure" for r in transcript.requests)
+
+
+def _gated(model: str = "stub", pausable: bool = True) -> tuple[Transcript | GateError, list[str]]:
+    """A phase of five requests gated, then one not; the stub's log of what it was asked."""
+    def r(n: int, phase: str) -> ReplayRequest:
+        return ReplayRequest(key=f"s{n}/0", session=f"s{n}", turn=0, phase=phase, messages=(("user", f"q{n}"),))
+
+    workload = Workload(name="w", phases=(("race", tuple(r(n, "race") for n in range(5))), ("after", (r(5, "after"),))),
+                        max_tokens=4, top_logprobs=2, gated=("race",))
+    server = stub.StubServer(pausable=pausable)
+
+    async def go() -> Transcript:
+        async with server as s:
+            return await replay(s.base_url, model, workload, timeout_s=10)
+
+    try:
+        return asyncio.run(go()), server.log
+    except GateError as exc:
+        return exc, server.log
+
+
+def test_a_gated_phase_is_held_sent_one_at_a_time_in_order_then_released() -> None:
+    transcript, log = _gated()
+    assert log == ["/pause", "q0", "q1", "q2", "q3", "q4", "/resume", "q5"]
+    assert isinstance(transcript, Transcript)
+    assert [r.key for r in transcript.requests] == [f"s{n}/0" for n in range(6)]
+    assert all(len(r.token_ids) == 4 and r.error is None for r in transcript.requests)
+
+
+def test_a_gated_phase_resumes_the_engine_even_when_its_requests_fail() -> None:
+    transcript, log = _gated("stub-500")
+    assert log[0] == "/pause" and log[-1] == "/resume"
+    assert isinstance(transcript, Transcript) and all(r.error for r in transcript.requests)
+
+
+def test_an_engine_that_cannot_pause_is_a_gate_error_before_any_request() -> None:
+    error, log = _gated(pausable=False)
+    assert isinstance(error, GateError) and "POST /pause: HTTP 404" in str(error), error
+    assert log == []
 
 
 def _restart_replay(restart_after: tuple[str, ...], comes_back: bool = True) -> tuple[Transcript, list[str], list[str]]:

@@ -164,6 +164,19 @@ def test_a_repeat_is_the_same_layout_on_fresh_prompts() -> None:
                                                       384).requests], "the first repeat is the shape without repeats"
 
 
+def test_a_gated_shape_sends_the_same_requests_and_names_its_phases_for_the_replay_to_hold() -> None:
+    plain = WorkloadSpec(shapes=[{"kind": "cold_race", "repeat": 2, "block_drop": False}, {"kind": "decode_cross"}])
+    gated = WorkloadSpec(shapes=[{"kind": "cold_race", "repeat": 2, "block_drop": False, "gate": True},
+                                 {"kind": "decode_cross"}])
+    # Off, `gate` is not in the spec's dump: cells recorded before it existed keep their ids.
+    assert all("gate" not in shape for shape in plain.model_dump(mode="json")["shapes"])
+    assert gated.model_dump(mode="json")["shapes"][0]["gate"] is True
+    assert workload_digest(gated) != workload_digest(plain)
+    held, sent = build_workload(gated, 384), build_workload(plain, 384)
+    assert held.phases == sent.phases and sent.gated == ()
+    assert held.gated == ("cold_race/cold", "cold_race/resend", "cold_race/cold#2", "cold_race/resend#2")
+
+
 def test_fragments_counts_the_prompts_the_budget_takes_at_once() -> None:
     race = WorkloadSpec(shapes=[{"kind": "cold_race"}]).shapes[0]
     assert fragments(race, 384, 2048, None) is True  # 16 prompts of ~1.5 blocks: ~9.2k tokens

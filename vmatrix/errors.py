@@ -16,6 +16,7 @@ VmatrixError                  str() is one line for the user; never a traceback
 │   ├── EnvBuildError         a venv (local runtime)
 │   └── ImageBuildError       an image (docker runtime)
 ├── SweepError (RuntimeError) the sweep cannot start at all (a failing cell is a result, not this)
+├── GateError (RuntimeError)  an engine that cannot hold a gated phase (no scheduler pause)
 └── ExportError (RuntimeError) an export that cannot be written
 ```
 
@@ -139,6 +140,11 @@ class ImageBuildError(BuildError):
 
 class SweepError(VmatrixError, RuntimeError):
     """The sweep cannot start at all (not: a cell failed; that is a recorded result)."""
+
+
+class GateError(VmatrixError, RuntimeError):
+    """A workload gates a phase (``gate: true``) and the engine serves no scheduler pause
+    to hold it with: the cell cannot be run as specified on that engine."""
 
 
 class ExportError(VmatrixError, RuntimeError):

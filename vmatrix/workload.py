@@ -60,6 +60,9 @@ class Workload:
     top_logprobs: int
     # Phases after which the engine is stopped and started again (trace restart points).
     restart_after: tuple[str, ...] = ()
+    # Phases held at the engine's scheduler until all their requests are queued (a shape's
+    # ``gate: true``; jobs/replay.py): the same chunk layout every run.
+    gated: tuple[str, ...] = ()
     api: Api = "chat"
     # Keys of the requests that ask for the line a cached block boundary splits (probe_block_tokens).
     probes: tuple[str, ...] = ()

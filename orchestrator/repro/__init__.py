@@ -25,7 +25,7 @@ from vmatrix.jobs.replay import SAMPLING
 from vmatrix.orchestrator.plan.canary import canary_dir, draft_dir, is_canary, logit_scale
 from vmatrix.orchestrator.recorded import Recorded
 from vmatrix.orchestrator.spec.workload import Grading
-from vmatrix.orchestrator.stack.engine_args import SERVED_NAME, engine_argv, engine_env
+from vmatrix.orchestrator.stack.engine_args import SERVED_NAME, engine_argv, engine_env, gates
 from vmatrix.workload import Workload
 
 SCRIPT = Path(__file__).with_name("script.py")
@@ -102,7 +102,7 @@ def values_for(recorded: Recorded, model: str | None = None) -> Values:
         model=model_folder(cell, model),
         cell_flags=engine_flags(cell),
         control_flags=engine_flags(recorded.control),
-        engine_env=engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs),
+        engine_env=engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs, gates(cell.workload)),
         api=workload.api,
         sampling={"max_tokens": workload.max_tokens, **SAMPLING},
         top_logprobs=workload.top_logprobs,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import (
     Field,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -30,6 +31,20 @@ class _Shape(Strict):
     # that its hits are asked what the restored state carries (jobs/shapes.py). Off: the
     # requests of a matrix without speculative cells, and fewer of them.
     block_drop: bool = True
+    # Each of its phases held at the engine's scheduler (vLLM's pause, mode keep) until all
+    # its requests are queued, in order, then released (jobs/replay.py): a race's chunk
+    # layout is then the same every run, not whatever order and timing the requests reached
+    # the engine in. Needs an engine that serves /pause (vLLM 0.27.1+ on the CPU).
+    gate: bool = False
+
+    @model_serializer(mode="wrap")
+    def _gate_only_when_on(self, handler: Any) -> Any:
+        # Cells recorded before the gate existed keep their ids: the spec's dump (and so
+        # the workload digest) names `gate` only where it is on.
+        data = handler(self)
+        if not self.gate and isinstance(data, dict):
+            data.pop("gate", None)
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -123,8 +123,13 @@ def engine_argv(
     return argv
 
 
-def engine_env(recipe: EngineRecipe, cpus: float, knobs: dict[str, Any] | None = None) -> dict[str, str]:
+def engine_env(recipe: EngineRecipe, cpus: float, knobs: dict[str, Any] | None = None,
+               gated: bool = False) -> dict[str, str]:
+    """The engine's environment; ``gated``: its workload holds phases at the scheduler
+    (:func:`gates`), which needs the pause and resume routes vLLM serves in dev mode only."""
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "PYTHONUNBUFFERED": "1"}
+    if gated:
+        env["VLLM_SERVER_DEV_MODE"] = "1"
     if recipe.accelerator == "cpu":
         threads = str(max(1, int(cpus)))
         # vLLM's own binding pins every engine to the same cores; cells share a host.
@@ -139,3 +144,8 @@ def engine_env(recipe: EngineRecipe, cpus: float, knobs: dict[str, Any] | None =
         # The model runner has no CLI flag: vLLM reads this variable (vllm/envs.py).
         env["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
     return env
+
+
+def gates(workload: dict[str, Any]) -> bool:
+    """Whether a cell's workload (its stored spec) gates any phase (a shape's ``gate: true``)."""
+    return any(isinstance(s, dict) and s.get("gate") for s in workload.get("shapes") or ())

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vmatrix.cells import Cell, RunOutcome, model_end_tokens
-from vmatrix.errors import BuildError
+from vmatrix.errors import BuildError, GateError
 from vmatrix.images.gpu_gate import gate_env, hook_id
 from vmatrix.images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
 from vmatrix.jobs.replay import replay
@@ -47,7 +47,7 @@ from vmatrix.orchestrator.runtimes.venvs import with_overlay
 from vmatrix.orchestrator.spec.matrix_file import Timeouts, memory_share
 from vmatrix.orchestrator.spec.workload import WorkloadSpec, workload_spec
 from vmatrix.orchestrator.stack import lmcache
-from vmatrix.orchestrator.stack.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value
+from vmatrix.orchestrator.stack.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value, gates
 from vmatrix.progress import REPLAY, Step, StepReport
 from vmatrix.records import ControlReference, Layout
 
@@ -70,7 +70,7 @@ def sidecar_env(cell: Cell, fingerprint: dict[str, Any], owner: str | None) -> d
     """The LMCache server's environment: the engine's variables and, where the engine runs on a
     staged torch overlay, the overlay first on PYTHONPATH as the engine has it. The server
     loads LMCache's compiled ops too, and on the host's own torch they do not load."""
-    env = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
+    env = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs, gates(cell.workload)) | {CELL_ENV: cell.id}
     if owner:
         env[OWNER_ENV] = owner
     return with_overlay(env, fingerprint)
@@ -100,7 +100,8 @@ def engine_start(cell: Cell, runtime: Runtime, engine_log: Path, gpu_ids: list[s
     """What the runtime needs to start the cell's engine: its environment variables, a
     port, CPUs and GPUs, and on a shared GPU its memory share (and, with ``gate``, the
     GPU gate's files the engine takes itself: images/gpu_gate)."""
-    env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs) | {CELL_ENV: cell.id}
+    env_vars = engine_env(cell.engine, cell.resources.get("cpus", 1), cell.knobs,
+                          gates(cell.workload)) | {CELL_ENV: cell.id}
     if runtime.owner:
         env_vars[OWNER_ENV] = runtime.owner
     if gate:
@@ -434,6 +435,9 @@ def run_cell(
                                         on_request=_count_requests(progress)),
                                  budget)
             )
+        except GateError as exc:
+            return finish(status="invalid", signature=str(exc),
+                          message="the workload gates a phase and this engine cannot hold one")
         except TimeoutError:
             timings["replay_s"] = time.monotonic() - t - timings.get("restart_s", 0.0)
             if sidecar is not None and not sidecar.alive():
