@@ -23,13 +23,16 @@ def wrong_text(row: Mapping[str, Any]) -> str:
 
 def shapes_text(row: Mapping[str, Any]) -> str:
     """Per shape: answers right of those graded (the control's right), and the hits that
-    reached the restore point of those laid out: ``cold_race 93/96 (96), hits 27/48``."""
+    reached the restore point of those laid out: ``cold_race 93/96 (96), hits 27/48``; then,
+    where the run drafted, the share of draft tokens accepted."""
     parts = []
     for name, s in (row.get("shapes") or {}).items():
         text = f"{name} {s.get('right', '-')}/{s.get('graded', '-')} ({s.get('control', '-')})"
         if s.get("hits_laid_out"):
             text += f", hits {s.get('hits_reached', 0)}/{s['hits_laid_out']}"
         parts.append(text)
+    if row.get("acceptance") is not None:
+        parts.append(f"drafts accepted {row['acceptance']:.1%}")
     return "; ".join(parts) or "-"
 
 

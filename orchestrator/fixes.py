@@ -31,7 +31,9 @@ from typing import Any
 import yaml
 
 from vmatrix.cells import Cell
+from vmatrix.db.counters import rates
 from vmatrix.db.records import FixesRecord
+from vmatrix.db.samples import counter_totals
 from vmatrix.db.store import Store
 from vmatrix.errors import InputError, NotFoundError, SpecError
 from vmatrix.images.recipe import patches_dir
@@ -74,6 +76,10 @@ class FixRow:
     # Per shape: right, graded, control right, and the hits that reached the restore point.
     shapes: dict[str, dict[str, Any]] = field(default_factory=dict)
     reason: str = ""
+    # Accepted of drafted tokens (the run's /metrics counters); None: nothing was drafted. A
+    # speculative cell's answers can be right while its drafts are garbage (a slow engine):
+    # a candidate that changes only that is told apart by this.
+    acceptance: float | None = None
 
     @property
     def fixes(self) -> bool:
@@ -208,6 +214,7 @@ def row_of(store: Store, name: str, cell: Cell, reused: bool = False) -> FixRow:
         row.reason = "no run was recorded"
         return row
     row.run_id, row.status = run.id, run.status
+    row.acceptance = rates(counter_totals(store.metrics_for(run.id))).spec_acceptance
     grade = store.latest_grade(run.id)
     row.verdict = grade.verdict if grade else None
     ev = (grade.evidence if grade else None) or {}
@@ -232,6 +239,13 @@ def _wrong_text(row: FixRow) -> str:
     return f"{row.wrong} of {row.requests} wrong" if row.wrong is not None else (row.verdict or row.status or "?")
 
 
+def _drafts_change(base: FixRow, row: FixRow) -> str:
+    """``, draft acceptance 1.4% -> 18.0%`` where both drafted and the rate moved by 0.1 points or more."""
+    if base.acceptance is None or row.acceptance is None or abs(base.acceptance - row.acceptance) < 0.001:
+        return ""
+    return f", draft acceptance {base.acceptance:.1%} -> {row.acceptance:.1%}"
+
+
 def answer(rows: list[FixRow], release: str) -> str:
     """One line: what each candidate did to the cell on its release."""
     base, tried = rows[0], rows[1:]
@@ -239,7 +253,8 @@ def answer(rows: list[FixRow], release: str) -> str:
     for r in tried:
         alone = "" if "+" in r.candidate else " alone"
         if r.fixes:
-            parts.append(f"{r.candidate}{alone} turns it {r.verdict}")
+            verb = "keeps it" if base.fixes else "turns it"
+            parts.append(f"{r.candidate}{alone} {verb} {r.verdict}{_drafts_change(base, r)}")
         elif r.verdict == "corrupt":
             was = f" (was {base.wrong})" if base.wrong is not None and base.wrong != r.wrong else " (as before)"
             parts.append(f"{r.candidate}{alone} leaves {_wrong_text(r)}{was}")

