@@ -105,18 +105,30 @@ port = int(argv[argv.index("--port") + 1])
 buggy = "--enable-prefix-caching" in argv and "--no-bug" not in argv
 seen = open(argv[argv.index("--record") + 1], "a")
 lock = threading.Lock()
+resumed = threading.Event(); resumed.set()
 class H(BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def do_GET(self):
         self.send_response(200); self.end_headers()
     def do_POST(self):
+        if self.path.split("?")[0] in ("/pause", "/resume"):  # vLLM's scheduler pause (dev mode)
+            with lock:
+                seen.write(json.dumps({"t": time.time(), "path": self.path.split("?")[0]}) + "\n"); seen.flush()
+            (resumed.clear if self.path.startswith("/pause") else resumed.set)()
+            self.send_response(200); self.send_header("content-length", "2"); self.end_headers()
+            self.wfile.write(b"{}")
+            return
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         with lock:
             seen.write(json.dumps({"t": time.time(), "buggy": buggy, "body": body}) + "\n"); seen.flush()
-        time.sleep(0.3)  # requests of one phase overlap only if they were sent at once
+        held = not resumed.is_set()
+        self.send_response(200); self.send_header("content-type", "text/event-stream"); self.end_headers()
+        self.wfile.flush()
+        resumed.wait()  # paused: the headers went out, the tokens wait for /resume
+        if not held:
+            time.sleep(0.3)  # requests of one phase overlap only if they were sent at once
         wrong = buggy and "MARK" in body["messages"][-1]["content"]
         ids = [5, 6, 7, 9 if wrong else 8, 2, 3]  # 2: the end-of-turn token
-        self.send_response(200); self.send_header("content-type", "text/event-stream"); self.end_headers()
         for n, t in enumerate(ids):
             top = [{"logprob": -0.1}, {"logprob": -5.0}]
             chunk = {"choices": [{"delta": {"content": f"w{t} "}, "logprobs": {"content": [
@@ -127,7 +139,7 @@ ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 '''
 
 
-def _stand_in(tmp_path: Path, text: str) -> tuple[Path, Path, Path]:
+def _stand_in(tmp_path: Path, text: str, gated: bool = False) -> tuple[Path, Path, Path]:
     """The written repro with its requests replaced by two small phases, a stand-in server
     and a model folder whose end-of-turn token is 2."""
     model = tmp_path / "model"
@@ -135,7 +147,7 @@ def _stand_in(tmp_path: Path, text: str) -> tuple[Path, Path, Path]:
     (model / "config.json").write_text("{}")
     (model / "generation_config.json").write_text(json.dumps({"eos_token_id": 2}))
     phases = [{"name": "cold", "requests": [{"key": f"s{i}/0", "messages": [{"role": "user", "content": f"q{i}"}]}
-                                            for i in range(4)]},
+                                            for i in range(4)]} | ({"gated": True} if gated else {}),
               {"name": "resend", "requests": [{"key": "s0/1", "messages": [{"role": "user", "content": "MARK"}]},
                                               {"key": "s1/1", "messages": [{"role": "user", "content": "fine"}]}]}]
     start = text.index("PHASES: list[dict] = ")
@@ -174,6 +186,21 @@ def test_it_reproduces_against_a_server_that_answers_one_request_wrong(tmp_path:
     # Each phase's four (two) requests arrived within the stand-in's 0.3 s answer: at once.
     first_phase = [s["t"] for s in seen[:4]]
     assert max(first_phase) - min(first_phase) < 0.25
+
+
+def test_a_gated_phase_is_held_at_the_scheduler_and_sent_in_order(tmp_path: Path, written: tuple[Path, Path]) -> None:
+    script, server, model = _stand_in(tmp_path, written[0].read_text(), gated=True)
+    text = script.read_text()
+    for flags in ("CELL_FLAGS", "CONTROL_FLAGS"):
+        text = text.replace(f"{flags}: list[str] = [", f"{flags}: list[str] = ['--record', '{tmp_path}/g', ")
+    script.write_text(text)
+    done = _run(script, server, model, tmp_path / "g", "--runs", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "phase cold: 4 request(s) held, then released together" in done.stderr
+    seen = [json.loads(line) for line in (tmp_path / "g").read_text().splitlines()]
+    order = [s.get("path") or s["body"]["messages"][-1]["content"] for s in seen]
+    engine_life = ["/pause", "q0", "q1", "q2", "q3", "/resume", "MARK", "fine"]
+    assert order == engine_life * 2, order  # the control, then the cell
 
 
 def test_it_says_not_reproduced_and_not_tested(tmp_path: Path, written: tuple[Path, Path]) -> None:
@@ -217,3 +244,12 @@ def test_a_terminated_script_stops_its_engine_first(tmp_path: Path, written: tup
     else:
         os.kill(engine, signal.SIGKILL)
         raise AssertionError("the engine outlived the script")
+
+
+def test_the_phases_written_say_which_are_gated() -> None:
+    from vmatrix.orchestrator.repro import phases_of
+    from vmatrix.workload import ReplayRequest, Workload
+
+    req = ReplayRequest(key="s0/0", session="s0", turn=0, phase="race", messages=(("user", "q"),))
+    wl = Workload(name="w", phases=(("race", (req,)), ("after", (req,))), max_tokens=4, top_logprobs=2, gated=("race",))
+    assert [p.get("gated", False) for p in phases_of(wl)] == [True, False]

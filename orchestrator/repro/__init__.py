@@ -64,8 +64,10 @@ def model_folder(cell: Cell, override: str | None) -> str:
 
 
 def phases_of(workload: Workload) -> list[dict[str, Any]]:
-    """The requests as the script sends them: per phase, key and chat messages."""
+    """The requests as the script sends them: per phase, key and chat messages, and whether
+    the phase is held at the engine's scheduler until all its requests are queued (``gated``)."""
     return [{"name": name, "requests": [{"key": r.key, "messages": r.chat_messages()} for r in reqs]}
+            | ({"gated": True} if name in workload.gated else {})
             for name, reqs in workload.phases]
 
 

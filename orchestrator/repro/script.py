@@ -147,11 +147,25 @@ def prepare(port: int, request: dict, timeout_s: float) -> tuple[str, dict, dict
     return "/v1/completions", body | {"prompt": json.loads(answer)["tokens"], "logprobs": TOP_LOGPROBS}, out
 
 
-def receive(conn: http.client.HTTPConnection, out: dict) -> dict:
-    """One streamed answer: its token ids and the top-1 minus top-2 logprob at each (the
-    margin a difference is judged at)."""
+def scheduler(port: int, path: str, timeout_s: float) -> str | None:
+    """POST /pause?... or /resume (vLLM's scheduler pause, served with VLLM_SERVER_DEV_MODE=1);
+    None when done, else why not."""
     try:
+        conn = connect(port, timeout_s)
+        conn.request("POST", path)
         resp = conn.getresponse()
+        detail = resp.read()[:200]
+        conn.close()
+    except (OSError, http.client.HTTPException) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if resp.status == 200 else f"HTTP {resp.status}: {detail!r}"
+
+
+def receive(conn: http.client.HTTPConnection, out: dict, resp: http.client.HTTPResponse | None = None) -> dict:
+    """One streamed answer: its token ids and the top-1 minus top-2 logprob at each (the
+    margin a difference is judged at). ``resp``: its headers already read (a gated phase)."""
+    try:
+        resp = resp or conn.getresponse()
         if resp.status != 200:
             out["error"] = f"HTTP {resp.status}: {resp.read()[:300]!r}"
             return out
@@ -194,30 +208,54 @@ def replay(port: int, timeout_s: float) -> dict[str, dict]:
     as the replay sends them (it starts each request in turn without waiting for any answer):
     each is written to its own connection, one after the other, before any answer is read;
     then one thread per request reads its stream. The order matters: which prompt's prefill
-    chunk ends where depends on the order the engine receives them."""
+    chunk ends where depends on the order the engine receives them.
+
+    A gated phase (vmatrix's ``gate: true``) is sent as the replay sends it: the engine's
+    scheduler paused (mode keep), each request written once the previous one's headers came
+    back (the server has then handed it to the engine), 0.2 s, resumed: the scheduler meets
+    them all at once and in order, so the race lays its chunks out the same every run."""
     answers: dict[str, dict] = {}
     for phase in PHASES:
         requests = phase["requests"]
+        gated = bool(phase.get("gated"))
         prepared = [prepare(port, r, timeout_s) for r in requests]
-        sent: list[tuple[http.client.HTTPConnection | None, dict]] = []
+        sent: list[tuple[http.client.HTTPConnection | None, dict, http.client.HTTPResponse | None]] = []
         conns = []
         for path, _, out in prepared:
             conns.append(connect(port, timeout_s) if path and not out["error"] else None)
-        for conn, (path, body, out) in zip(conns, prepared):
-            if conn is not None:
-                try:
-                    post(conn, path, body)
-                except (OSError, http.client.HTTPException) as exc:
-                    out["error"], conn = f"{type(exc).__name__}: {exc}", None
-            sent.append((conn, out))
-        results: list[dict] = [out for _, out in sent]
-        threads = [threading.Thread(target=receive, args=(conn, out)) for conn, out in sent if conn is not None]
+        if gated and (why := scheduler(port, "/pause?mode=keep&clear_cache=false", timeout_s)):
+            # Not tested, like a failed request: the phase cannot be sent as it was recorded.
+            for conn, (_, _, out) in zip(conns, prepared):
+                out["error"] = f"gate: the engine did not pause its scheduler ({why}); needs VLLM_SERVER_DEV_MODE=1"
+                answers[out["key"]] = out
+                if conn is not None:
+                    conn.close()
+            break
+        try:
+            for conn, (path, body, out) in zip(conns, prepared):
+                resp = None
+                if conn is not None:
+                    try:
+                        post(conn, path, body)
+                        resp = conn.getresponse() if gated else None
+                    except (OSError, http.client.HTTPException) as exc:
+                        out["error"], conn = f"{type(exc).__name__}: {exc}", None
+                sent.append((conn, out, resp))
+            if gated:
+                time.sleep(0.2)
+        finally:
+            if gated:
+                scheduler(port, "/resume", timeout_s)
+        results: list[dict] = [out for _, out, _ in sent]
+        threads = [threading.Thread(target=receive, args=(conn, out, resp))
+                   for conn, out, resp in sent if conn is not None]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         hits = sum(1 for r in results if r.get("cached_tokens"))
-        log(f"  phase {phase['name']}: {len(requests)} request(s) at once, {hits} with a prefix-cache hit")
+        how = "held, then released together" if gated else "at once"
+        log(f"  phase {phase['name']}: {len(requests)} request(s) {how}, {hits} with a prefix-cache hit")
         for r in results:
             answers[r["key"]] = r
         if any(r["error"] for r in results):
