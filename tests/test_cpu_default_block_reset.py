@@ -9,18 +9,16 @@ file and evaluated on a stand-in cache config). The engines are examples/cold-ra
 from __future__ import annotations
 
 import ast
-import gzip
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
+from tests.pristine_sources import site_with
 from vmatrix.images.recipe import patch_files, set_variants
 
-DATA = Path(__file__).resolve().parent / "data" / "vllm-cpu"
 FILE = "vllm/platforms/cpu.py"
 RELEASES = ("0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 SET = "cpu-default-block-reset"
@@ -39,16 +37,8 @@ class _CacheConfig:
 
 
 def _source(tmp: Path, release: str, patched: bool) -> str:
-    site = tmp / release / ("patched" if patched else "pristine")
-    dest = site / FILE
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(gzip.decompress((DATA / release / f"{FILE}.gz").read_bytes()))
-    if patched:
-        for f in patch_files(SET, release):  # what orchestrator/runtimes/venvs.py runs
-            done = subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)],
-                                  check=True, capture_output=True, text=True)
-            assert "fuzz" not in done.stdout and "offset" not in done.stdout, done.stdout
-    return dest.read_text()
+    site = site_with(tmp, release, FILE, patch_files(SET, release) if patched else ())
+    return (site / FILE).read_text()
 
 
 def _default_branch(source: str):

@@ -9,16 +9,14 @@ drafts is measured through the engine (docs/upstream/nemotronh-mtp-eh-proj-dtype
 from __future__ import annotations
 
 import ast
-import gzip
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.pristine_sources import site_with
 from vmatrix.images.recipe import patch_files, set_variants
 
-DATA = Path(__file__).resolve().parent / "data" / "vllm-cpu"
 FILE = "vllm/model_executor/models/nemotron_h_mtp.py"
 SET = "nemotronh-mtp-eh-proj-dtype"
 RELEASES = ("0.31.0", "0.32.0")
@@ -27,16 +25,8 @@ pytestmark = pytest.mark.skipif(shutil.which("patch") is None, reason="needs GNU
 
 
 def _source(tmp: Path, release: str, patched: bool) -> str:
-    site = tmp / release / ("patched" if patched else "pristine")
-    dest = site / FILE
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(gzip.decompress((DATA / release / f"{FILE}.gz").read_bytes()))
-    if patched:
-        for f in patch_files(SET, release):  # what orchestrator/runtimes/venvs.py runs
-            done = subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)],
-                                  check=True, capture_output=True, text=True)
-            assert "fuzz" not in done.stdout and "offset" not in done.stdout, done.stdout
-    return dest.read_text()
+    site = site_with(tmp, release, FILE, patch_files(SET, release) if patched else ())
+    return (site / FILE).read_text()
 
 
 def _eh_proj_dtypes(source: str) -> dict[str, str]:

