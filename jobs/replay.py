@@ -326,7 +326,9 @@ async def replay(
     caller's progress; it should return at once). None: nothing extra per request.
 
     Raises nothing for engine failures: failed requests carry ``error`` and the
-    caller decides (with the process state) whether the engine crashed.
+    caller decides (with the process state) whether the engine crashed. One exception:
+    :class:`GateError` when a gated phase's engine will not pause or resume its scheduler
+    (the cell cannot be run as specified there; run_cell records it as ``invalid``).
     """
     points = workload.restart_points
     if points and restart is None:

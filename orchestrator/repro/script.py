@@ -244,8 +244,9 @@ def replay(port: int, timeout_s: float) -> dict[str, dict]:
             if gated:
                 time.sleep(0.2)
         finally:
-            if gated:
-                scheduler(port, "/resume", timeout_s)
+            if gated and (why := scheduler(port, "/resume", timeout_s)):
+                log(f"  phase {phase['name']}: the engine did not resume its scheduler ({why}); "
+                    "its answers wait for the request timeout")
         results: list[dict] = [out for _, out, _ in sent]
         threads = [threading.Thread(target=receive, args=(conn, out, resp))
                    for conn, out, resp in sent if conn is not None]
