@@ -36,6 +36,8 @@ DRAFTER_BUILDER = BUILDER.with_name("build_drafter.py")
 # Nemotron-H (Mamba2) canaries: their builder imports build_canary.py's tokenizer, curriculum
 # and training loop, so both builders' bytes are their recipe's identity.
 NEMOTRONH_BUILDER = BUILDER.with_name("build_nemotronh.py")
+# Granite-4.0-H (Mamba2 + attention, no MTP head): untrained, its builder imports build_canary.py's tokenizer.
+GRANITE_BUILDER = BUILDER.with_name("build_granitehybrid.py")
 SHIPPED = BUILDER.with_name("shipped")
 META = "vmatrix-canary.json"  # in a canary's folder: its recipe, file digests and what its build measured
 
@@ -75,10 +77,14 @@ CANARIES: dict[str, dict[str, Any]] = {
     # Untrained, built in seconds on the CPU: whether an engine loads and serves the
     # architecture at all, before tiny-nemotronh is trained.
     "random-nemotronh": {"seed": 0, "hidden": 128, "pattern": "M-M-M-*-", "vocab": 1024},
+    # The same for IBM's Granite-4.0-H (GraniteMoeHybridForCausalLM: the same Mamba2 mixer
+    # in vLLM, no MTP head), dense as Granite-4.0-H-Micro (issue 41, item 4).
+    "random-granitehybrid": {"seed": 0, "hidden": 128, "vocab": 1024},
 }
 
 # The builder of each canary not written by build_canary.py.
-CANARY_BUILDERS: dict[str, Path] = {"tiny-nemotronh": NEMOTRONH_BUILDER, "random-nemotronh": NEMOTRONH_BUILDER}
+CANARY_BUILDERS: dict[str, Path] = {"tiny-nemotronh": NEMOTRONH_BUILDER, "random-nemotronh": NEMOTRONH_BUILDER,
+                                    "random-granitehybrid": GRANITE_BUILDER}
 
 # Trained recipes whose checkpoint is not shipped yet, and why: asked for, they say so in
 # one line instead of training behind the user's back. An entry leaves when its canary is
