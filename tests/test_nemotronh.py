@@ -286,3 +286,30 @@ def test_a_resumed_build_trains_the_stages_its_recipe_grew_then_the_mtp_head_afr
         with pytest.raises(SystemExit) as err:
             build_nemotronh.grow(done, stages, mtp_stages)
         assert "\n" not in str(err.value) and "--resume" in str(err.value)
+
+
+@pytest.mark.parametrize("plan", sorted((Path(__file__).resolve().parent.parent / "benchmarks").glob("nemotronh-*plan.txt")),
+                         ids=lambda p: p.name)
+def test_every_planned_builder_line_is_one_the_builder_takes(plan: Path) -> None:
+    """A pass planned for a lease that has not come yet (benchmarks/nemotronh-*-plan.txt) must
+    not cost its first call to a typo: every flag is one build_nemotronh.py defines and every
+    stage parses as build_canary.Stage does."""
+    import itertools
+    import re
+    import shlex
+    import sys
+
+    sys.path.insert(0, str(NEMOTRONH_BUILDER.parent))
+    import build_canary as shared
+
+    flags = set(re.findall(r'add_argument\("(--[a-z-]+)"', NEMOTRONH_BUILDER.read_text()))
+    lines = [line for line in plan.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    assert lines, f"{plan.name}: no builder lines"
+    for line in lines:
+        name, *args = shlex.split(line)
+        given = [a for a in args if a.startswith("--")]
+        assert set(given) <= flags, f"{name}: {set(given) - flags}"
+        for flag, value in itertools.pairwise(args):
+            if flag in ("--stage", "--mtp-stage"):
+                stage = shared.Stage.parse(value)
+                assert stage.lines[0] <= stage.lines[1] and stage.steps > 0, f"{name}: {value}"
