@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.test_drafters import _header
+from tests.test_nemotronh import ENV, engine_config
 from vmatrix.orchestrator.plan.canary import CANARIES, CANARY_BUILDERS, GRANITE_BUILDER, builder_argv
 from vmatrix.orchestrator.runtimes.venvs import ensure_env
 from vmatrix.recipe import EngineRecipe
-
-ENV = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "TRANSFORMERS_VERBOSITY": "error"}
 
 
 def _expected(cfg: dict) -> dict[str, list[int]]:
@@ -91,10 +90,7 @@ def test_the_granite_checkpoint_is_what_vllm_loads_and_builds_the_same_twice(tmp
     assert _header(tmp_path / "a" / "model.safetensors") == _expected(cfg)
 
     # The engine's transformers reads it back as the architecture vLLM dispatches on.
-    code = ("import sys; from transformers import AutoConfig; c = AutoConfig.from_pretrained(sys.argv[1]); "
-            "print(type(c).__name__, c.position_embedding_type, ','.join(c.layer_types))")
-    out = subprocess.run([str(python), "-c", code, str(tmp_path / "a")], capture_output=True, text=True,
-                         check=True, env=ENV).stdout.split()
+    out = engine_config(python, tmp_path / "a", "type(c).__name__, c.position_embedding_type, ','.join(c.layer_types)")
     assert out == ["GraniteMoeHybridConfig", "nope", ",".join(kinds)]
 
     # A recipe names its weights: the same seed builds the same bytes.

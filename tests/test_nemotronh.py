@@ -96,6 +96,14 @@ def _build(python: Path, out: Path, *extra: str) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def engine_config(python: Path, folder: Path, fields: str) -> list[str]:
+    """``fields`` (Python expressions of the config ``c``) as the engine venv's transformers
+    reads the folder's config.json, printed and split on whitespace."""
+    code = f"import sys; from transformers import AutoConfig; c = AutoConfig.from_pretrained(sys.argv[1]); print({fields})"
+    return subprocess.run([str(python), "-c", code, str(folder)], capture_output=True, text=True,
+                          check=True, env=ENV).stdout.split()
+
+
 def _tensors(python: Path, folder: Path, names: list[str]) -> dict[str, list[float]]:
     code = ("import json, sys; from safetensors import safe_open; f = safe_open(sys.argv[1], 'pt'); "
             "print(json.dumps({n: f.get_tensor(n).flatten().tolist() for n in sys.argv[2:]}))")
@@ -120,10 +128,8 @@ def test_the_nemotronh_checkpoint_is_what_vllm_loads_with_a_frozen_long_memory_d
     assert _header(tmp_path / "untrained" / "model.safetensors") == _expected(cfg)
 
     # The engine's transformers reads the patterns vLLM asks for (properties in 5.x).
-    code = ("import sys; from transformers import AutoConfig; c = AutoConfig.from_pretrained(sys.argv[1]); "
-            "print(c.hybrid_override_pattern, c.mtp_hybrid_override_pattern, c.num_hidden_layers)")
-    out = subprocess.run([str(python), "-c", code, str(tmp_path / "untrained")], capture_output=True, text=True,
-                         check=True, env=ENV).stdout.split()
+    out = engine_config(python, tmp_path / "untrained",
+                        "c.hybrid_override_pattern, c.mtp_hybrid_override_pattern, c.num_hidden_layers")
     assert out == [pattern, "*", str(len(pattern))]
 
     # Long memory: per-token decay exp(-exp(A_log) * softplus(dt_bias)) at dt = 0 is
