@@ -10,6 +10,7 @@ load, docs/GRADING.md "Gated races"), and must say why in the engine's words.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -51,5 +52,8 @@ def test_a_gated_cell_on_an_engine_that_cannot_pause_is_invalid_with_its_answer(
     assert "pause" in outcome.signature and "VLLM_SERVER_DEV_MODE" in outcome.signature
     # The engine's own answer to the refused pause is in it (dev-mode routes are not mounted).
     assert "404" in outcome.signature, outcome.signature
-    # No request of the race was sent: the gate refused before the first one.
-    assert outcome.transcript is None or not outcome.transcript.requests
+    # The engine's own access log: it was asked to pause and said 404, and no request of the
+    # race reached it (the gate refused before the first one).
+    log = Path(outcome.log_path).read_text(errors="replace")
+    assert re.search(r'"POST /pause\?mode=keep[^"]*" 404', log), "the pause the engine refused is in its log"
+    assert "POST /v1/chat/completions" not in log and "POST /v1/completions" not in log
