@@ -72,7 +72,8 @@ RESULT_MEANINGS = {
     "corrupt": "answers differ from the control beyond its noise floor",
     "crashed": "the engine died during the replay",
     "startup_failed": "the engine never became healthy",
-    "timeout": "the replay ran past its time limit",
+    "timeout": "the engine did not answer in time: not ready, hung (running, nothing sent for timeouts.stall_s), "
+               "or the replay past its limit",
     "invalid": "the cell cannot run as specified: its knobs break a geometry rule (no engine started), or its "
                "engine cannot hold a gated phase (no scheduler pause)",
     "ungraded": "its control has no run to grade against",

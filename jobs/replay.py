@@ -238,6 +238,15 @@ async def _send(
 CLIENT_ERRORS = (aiohttp.ClientError, TimeoutError)
 
 
+def stalled(error: str | None) -> bool:
+    """Whether a request's ``error`` says the engine sent nothing for ``timeout_s`` (a wait
+    on the socket, or for a connection, ran out), as opposed to refusing or dropping it."""
+    if error is None:
+        return False
+    name = error.removeprefix("tokenize: ").split(":", 1)[0]
+    return name in ("SocketTimeoutError", "ServerTimeoutError", "ConnectionTimeoutError", "TimeoutError")
+
+
 async def _post(client: aiohttp.ClientSession, url: str, content: bytes) -> aiohttp.ClientResponse:
     """POST, sent once more on a fresh connection when the first went down before any answer.
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from vmatrix.errors import GateError
-from vmatrix.jobs.replay import client_session, replay, send
+from vmatrix.jobs.replay import client_session, replay, send, stalled
 from vmatrix.records import ControlReference, RequestRecord, Transcript
 from vmatrix.workload import ReplayRequest, Workload
 
@@ -182,6 +182,18 @@ def test_a_stalled_stream_times_out_as_the_requests_error() -> None:
     rec = asyncio.run(go())
     assert rec.error is not None and rec.error.startswith("SocketTimeoutError")
     assert rec.token_ids == [] and rec.e2e_s is not None and 0.3 <= rec.e2e_s < 5
+    assert stalled(rec.error)  # run_cell reads this as a hung engine when it still runs
+
+
+def test_only_a_wait_that_ran_out_is_a_stall() -> None:
+    assert stalled("SocketTimeoutError: Timeout on reading data from socket")
+    assert stalled("tokenize: ConnectionTimeoutError: Connection timeout to host http://127.0.0.1:1")
+    assert stalled("TimeoutError")
+    assert not stalled(None)
+    assert not stalled("ClientConnectorError: Cannot connect to host 127.0.0.1:1")
+    assert not stalled("ServerDisconnectedError: Server disconnected")
+    assert not stalled("HTTP 500: EngineDeadError")
+    assert not stalled("tokenize: HTTP 400: SocketTimeoutError in the prompt")
 
 
 def test_replay_over_a_dead_engine_raises_nothing() -> None:

@@ -67,6 +67,10 @@ def memory_share(gpus: float) -> float | None:
 class Timeouts(Strict):
     startup_s: float = Field(default=900, gt=0)
     replay_s: float = Field(default=900, gt=0)
+    # How long a request may wait for the engine's next byte. Past it with the engine still
+    # running, the engine is hung (an engine core stuck in a kernel answers nothing and never
+    # exits): the cell is `timeout`, not `crashed`, and says so.
+    stall_s: float = Field(default=600, gt=0)
 
 
 class CommitBisect(Strict):

@@ -32,7 +32,7 @@ from vmatrix.cells import Cell, RunOutcome, model_end_tokens
 from vmatrix.errors import BuildError, GateError
 from vmatrix.images.gpu_gate import gate_env, hook_id
 from vmatrix.images.gpu_gate.vmatrix_gpu_gate import BEGIN, END
-from vmatrix.jobs.replay import replay
+from vmatrix.jobs.replay import replay, stalled
 from vmatrix.jobs.shapes import LAYOUT_VERSION
 from vmatrix.jobs.workload import build_workload, layout_block, requests_digest
 from vmatrix.orchestrator.runtimes import runtime_named
@@ -432,7 +432,7 @@ def run_cell(
                 asyncio.wait_for(replay(engine.base_url, SERVED_NAME, workload,
                                         on_phase=lambda p: say(f"replaying {p}"), restart=restart, control=control,
                                         end_tokens=model_end_tokens(cell.model.path),
-                                        on_request=_count_requests(progress)),
+                                        on_request=_count_requests(progress), timeout_s=timeouts.stall_s),
                                  budget)
             )
         except GateError as exc:
@@ -462,6 +462,12 @@ def run_cell(
             deadline = time.monotonic() + 10
             while engine.alive() and engine.signature() is None and time.monotonic() < deadline:
                 time.sleep(0.2)
+            if engine.alive() and all(stalled(r.error) for r in failed):
+                # Running, and answering nothing: hung, not crashed (its log says where it was).
+                return finish(status="timeout", transcript=transcript,
+                              signature=engine.signature() or f"hung: no answer for {timeouts.stall_s:.0f} s",
+                              message=f"engine hung: still running, but {len(failed)} request(s) got nothing from it "
+                                      f"for {timeouts.stall_s:.0f} s (timeouts.stall_s), first: {failed[0].key}")
             return finish(status="crashed", transcript=transcript,
                           signature=engine.signature() or failed[0].error,
                           message=f"{len(failed)} request(s) failed, first: {failed[0].key}: {failed[0].error}")
