@@ -59,6 +59,11 @@ def _current_revision(engine: Engine) -> str | None:
     return versions[0] if len(versions) == 1 else None
 
 
+def _holds_tables(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return bool(inspect(conn).get_table_names())
+
+
 def alembic_config(url: str | URL) -> Config:
     """Alembic settings for ``url``, built in code so no alembic.ini has to be found.
 
@@ -143,13 +148,19 @@ class Store:
         self.session: sessionmaker[Session] = sessionmaker(engine, expire_on_commit=False)
 
     @classmethod
-    def open(cls, url_or_path: str | Path) -> Store:
+    def open(cls, url_or_path: str | Path, *, migrate: bool = True) -> Store:
         """Open (creating or upgrading through migrations) a file path or a SQLAlchemy URL.
 
         SQLite files and PostgreSQL (``postgresql://`` or ``postgresql+psycopg://``, the
         ``pg`` extra) are tested; a URL that cannot be used raises :class:`StoreError`, and
         so does an xz archive (``NAME.db.xz``): it is read-only, and a read opens the copy
         :func:`db.copies.for_reading` unpacks, never the archive.
+
+        ``migrate=False`` (a command that only reads): a store that holds a schema behind
+        the newest migration is a :class:`StoreError`, not upgraded. A shared server has no
+        copy to read (db/copies.py), and upgrading it under a read would change it for
+        every other user, older vmatrix installs included. An empty database is still
+        given the schema: nothing there to change.
         """
         refuse_archive(url_or_path)
         url = to_url(url_or_path)
@@ -165,7 +176,13 @@ class Store:
             event.listen(engine, "connect", _sqlite_pragmas)
         try:
             # At head already (the usual case): alembic is not even imported.
-            if _current_revision(engine) != HEAD_REVISION:
+            revision = _current_revision(engine)
+            if revision != HEAD_REVISION and not migrate and _holds_tables(engine):
+                raise StoreError("{db} {shown}: its schema is at revision {revision}, behind this vmatrix's {head}; "
+                                 "a read does not upgrade it: a command that writes to it (e.g. vmatrix results "
+                                 "regrade, vmatrix sweep run) does", shown=shown, revision=revision or "none",
+                                 head=HEAD_REVISION)
+            if revision != HEAD_REVISION:
                 from alembic import command
 
                 command.upgrade(alembic_config(url), "head")

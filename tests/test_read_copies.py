@@ -257,3 +257,43 @@ def test_publish_takes_the_archives_of_a_folder(archive: Path, cache: Path, tmp_
     done = invoke(["publish", str(tmp_path / "site"), "--db", str(archive.parent)], cache)
     assert done.exit_code == 0, done.output
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_a_read_of_a_server_store_behind_head_is_refused_not_upgraded(pg_server, cache: Path) -> None:
+    """A PostgreSQL store has no copy to read through: a read of one behind the newest
+    migration is one line saying so, and the server's schema stays where it was (others
+    with older vmatrix installs share it); a command that writes upgrades it as before.
+    A real server (tests/conftest.py's); with VMATRIX_TEST_PG unset the test is skipped."""
+    from alembic import command as alembic
+
+    from vmatrix.db.store import _current_revision, alembic_config, to_url
+
+    url = pg_server.new_database()
+    Store.open(url).close()  # the schema at head, then one migration back
+    alembic.downgrade(alembic_config(to_url(url)), "-1")
+
+    def current() -> str | None:
+        from sqlalchemy import create_engine
+
+        engine = create_engine(to_url(url))
+        try:
+            return _current_revision(engine)
+        finally:
+            engine.dispose()
+
+    behind = current()
+    assert behind is not None and behind != HEAD_REVISION
+    for argv in (["results", "ls", "--db", url], ["results", "table", "--db", url]):
+        done = invoke(argv, cache)
+        assert done.exit_code != 0, done.output
+        lines = [line for line in done.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and "behind" in lines[0] and behind in lines[0] and "does not upgrade" in lines[0], \
+            done.output
+        assert current() == behind, f"`{argv[1]}` upgraded the server's store"
+    with pytest.raises(StoreError, match="a read does not upgrade it"):
+        Store.open(url, migrate=False)
+    Store.open(url).close()  # a write upgrades it
+    assert current() == HEAD_REVISION
+    # An empty database is given the schema by a read as before: nothing there to change.
+    empty = pg_server.new_database()
+    assert invoke(["results", "ls", "--db", empty], cache).exit_code == 0

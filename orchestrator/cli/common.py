@@ -87,7 +87,7 @@ def open_store(db: str | Path | None, *, write: bool) -> Store:
     """
     from vmatrix.db.store import Store
 
-    return Store.open((db or default_db()) if write else readable(db))
+    return Store.open((db or default_db()) if write else readable(db), migrate=write)
 
 
 def readable(db: str | Path | None) -> str | Path:
@@ -125,7 +125,7 @@ def open_for_reading(db: str | Path | None) -> Readable:
         return found
     from vmatrix.db.store import Store  # SQLAlchemy: only when the file is not read through sqlite3
 
-    return Store.open(target)
+    return Store.open(target, migrate=False)
 
 
 @contextmanager
