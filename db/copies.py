@@ -20,7 +20,8 @@ opens:
   ``Store.open`` opens or reports it as before.
 
 Every cached file is written to a ``.part`` of its own and renamed: whole or absent, when
-two processes make it at once. Only the standard library is imported here; migrating a
+two processes make it at once. A copy not read for :data:`KEEP_S` (14 days) is removed when
+the next one is made (:func:`prune`). Only the standard library is imported here; migrating a
 copy imports ``db.store`` (SQLAlchemy), which a store at head never needs.
 """
 
@@ -32,6 +33,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -148,7 +150,9 @@ def _made(out: Path, write: Callable[[Path], None]) -> Path:
     """``out``, made by ``write`` into a ``.part`` of this process's beside it and renamed
     into place unless another process got there first."""
     if out.is_file():
+        os.utime(out.parent)  # read now: kept by prune() for another KEEP_S
         return out
+    prune(out.parent.parent)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=out.parent, prefix=f"{out.name}.", suffix=".part")
     os.close(fd)
@@ -160,3 +164,30 @@ def _made(out: Path, write: Callable[[Path], None]) -> Path:
         for leftover in (part, part.with_name(part.name + "-wal"), part.with_name(part.name + "-shm")):
             leftover.unlink(missing_ok=True)
     return out
+
+
+# How long a copy nobody read is kept. Copies are named for the digest of what they were
+# made from, so a DB that changes (a sweep appended, an archive re-recorded) leaves its
+# older copies behind; without a bound the cache grows by a copy per change.
+KEEP_S = 14 * 86400
+
+
+def prune(folder: Path, keep_s: float = KEEP_S) -> list[Path]:
+    """Remove the copies under ``folder`` (one sub-folder each) not read for ``keep_s``
+    seconds (each read touches its folder); what was removed. Run before a new copy is made.
+    A folder a process is writing into right now has a fresh mtime, so it stays."""
+    removed = []
+    now = time.time()
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            stale = entry.is_dir() and now - entry.stat().st_mtime > keep_s
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed

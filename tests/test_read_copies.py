@@ -297,3 +297,23 @@ def test_a_read_of_a_server_store_behind_head_is_refused_not_upgraded(pg_server,
     # An empty database is given the schema by a read as before: nothing there to change.
     empty = pg_server.new_database()
     assert invoke(["results", "ls", "--db", empty], cache).exit_code == 0
+
+
+def test_copies_not_read_for_two_weeks_go_when_the_next_is_made(archive: Path, tmp_path: Path) -> None:
+    import os
+    import time
+
+    cache = tmp_path / "prune-cache"
+    stale, recent = cache / "0123456789abcdef", cache / "fedcba9876543210"
+    for folder in (stale, recent):
+        folder.mkdir(parents=True)
+        (folder / "results.db").write_bytes(b"x")
+    old_time = time.time() - copies.KEEP_S - 3600
+    os.utime(stale, (old_time, old_time))
+    os.utime(recent, (time.time() - copies.KEEP_S + 3600,) * 2)
+    plain = copies.unpacked(archive, cache)  # a new copy: the stale one goes, the other stays
+    assert not stale.exists() and recent.is_dir() and plain.is_file()
+    # A read of an existing copy keeps it another KEEP_S.
+    os.utime(plain.parent, (old_time, old_time))
+    assert copies.unpacked(archive, cache) == plain
+    assert time.time() - plain.parent.stat().st_mtime < 60
