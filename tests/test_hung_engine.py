@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine_processes import tagged_engines
 from vmatrix.orchestrator.plan.matrix import expand
-from vmatrix.orchestrator.runtimes.engine import CELL_ENV
 from vmatrix.orchestrator.spec.matrix_file import Timeouts, parse_spec
 from vmatrix.orchestrator.sweep.run_cell import run_cell
 
@@ -33,24 +33,6 @@ workloads:
     shapes: [{kind: cold_race, prompts: 2}]
 resources: {cpus: 2, gpus: 0}
 """
-
-
-def _engine_processes(cell_id: str) -> list[int]:
-    """Every process of the engine serving ``cell_id`` (each carries the cell in its
-    environment). On the CPU the engine core runs inside the API server's process
-    (VLLM_ENABLE_V1_MULTIPROCESSING=0, engine_env), so a core stuck in a kernel holds the
-    server too: stopping them all is that hang."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"{CELL_ENV}={cell_id}".encode() in environ:
-            found.append(int(entry.name))
-    return found
 
 
 def _resume(pids: list[int]) -> None:
@@ -69,7 +51,10 @@ def test_an_engine_that_answers_nothing_while_running_is_a_timeout_not_a_crash(t
 
     def report(_cell: str, phase: str) -> None:
         if phase == "replaying" and not stopped:
-            stopped.extend(_engine_processes(cell.id))
+            # Every process of the engine: on the CPU its core runs inside the API server's
+            # process (VLLM_ENABLE_V1_MULTIPROCESSING=0, engine_env), so a core stuck in a
+            # kernel holds the server too, and stopping them all is that hang.
+            stopped.extend(pid for pid, served in tagged_engines().items() if served == cell.id)
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)
         elif phase == "stopping engine":
