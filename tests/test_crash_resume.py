@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.engine_processes import tagged_engines
+from vmatrix.orchestrator.runtimes.engine import CELL_ENV
+from vmatrix.orchestrator.runtimes.processes import tagged
 from vmatrix.orchestrator.sweep.scheduler import FINAL
 
 pytestmark = pytest.mark.engine
@@ -109,7 +110,7 @@ def test_kill_9_mid_sweep_then_resume(tmp_path: Path) -> None:
         ours = _cells(db)  # tags of other sessions' engines on this machine are not ours to count
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            serving = [c for c in tagged_engines().values() if c in ours and c != recorded[0][1]]
+            serving = [c for c in tagged(CELL_ENV).values() if c in ours and c != recorded[0][1]]
             if len(serving) >= 2:
                 break
             time.sleep(0.5)
@@ -124,7 +125,7 @@ def test_kill_9_mid_sweep_then_resume(tmp_path: Path) -> None:
     assert len(runs_at_kill) == 1 and runs_at_kill[0][2] in FINAL, runs_at_kill
     finished_cell = runs_at_kill[0][1]
     time.sleep(2)  # Ray's workers and the engines' leaders die with the orchestrator; engine cores need not
-    left_over = [pid for pid, cell in tagged_engines().items() if cell in ours and _alive(pid)]
+    left_over = [pid for pid, cell in tagged(CELL_ENV).items() if cell in ours and _alive(pid)]
 
     second = _sweep_run(matrix, db, tmp_path / "second.log")
     # The new sweep reaps them as it starts, long before it records a run of its own.
@@ -158,6 +159,6 @@ def test_kill_9_mid_sweep_then_resume(tmp_path: Path) -> None:
     assert grades[resumed.id] in ("control", "clean", "degraded", "corrupt")  # graded against its control
     assert sweeps[0].finished_at is None and sweeps[1].finished_at is not None  # the killed one never finished
     # Nothing of the second sweep is left running either.
-    assert not [pid for pid, cell in tagged_engines().items() if cell in cells and _alive(pid)]
+    assert not [pid for pid, cell in tagged(CELL_ENV).items() if cell in cells and _alive(pid)]
     print(f"\nkilled after {killed_at - started:.0f} s; {len(left_over)} engine processes outlived the orchestrator; "
           f"resumed sweep took {resumed_s:.0f} s; total {time.monotonic() - started:.0f} s")

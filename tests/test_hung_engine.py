@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_processes import tagged_engines
 from vmatrix.orchestrator.plan.matrix import expand
+from vmatrix.orchestrator.runtimes.engine import CELL_ENV
+from vmatrix.orchestrator.runtimes.processes import tagged
 from vmatrix.orchestrator.spec.matrix_file import Timeouts, parse_spec
 from vmatrix.orchestrator.sweep.run_cell import run_cell
 
@@ -54,7 +55,7 @@ def test_an_engine_that_answers_nothing_while_running_is_a_timeout_not_a_crash(t
             # Every process of the engine: on the CPU its core runs inside the API server's
             # process (VLLM_ENABLE_V1_MULTIPROCESSING=0, engine_env), so a core stuck in a
             # kernel holds the server too, and stopping them all is that hang.
-            stopped.extend(pid for pid, served in tagged_engines().items() if served == cell.id)
+            stopped.extend(pid for pid, served in tagged(CELL_ENV).items() if served == cell.id)
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)
         elif phase == "stopping engine":

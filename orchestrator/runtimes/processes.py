@@ -68,6 +68,22 @@ def reap_orphans() -> list[int]:
     left alone. Returns killed pids.
     """
     killed = []
+    for pid, owner in tagged(OWNER_ENV).items():
+        if not owner_gone(owner):
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            pass
+    return killed
+
+
+def tagged(variable: str) -> dict[int, str]:
+    """pid -> the value of ``variable`` in its environment, for every live process that
+    carries it (engines carry their owner, OWNER_ENV, and their cell, CELL_ENV)."""
+    found = {}
+    prefix = variable.encode() + b"="
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -75,17 +91,10 @@ def reap_orphans() -> list[int]:
             env = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        owner = next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(OWNER_ENV.encode() + b"=")), None)
-        if owner is None:
-            continue
-        if not owner_gone(owner):
-            continue
-        try:
-            os.kill(int(proc.name), signal.SIGKILL)
-            killed.append(int(proc.name))
-        except OSError:
-            pass
-    return killed
+        value = next((e[len(prefix):].decode() for e in env if e.startswith(prefix)), None)
+        if value is not None:
+            found[int(proc.name)] = value
+    return found
 
 
 def _engine_environ(extra: dict[str, str]) -> dict[str, str]:
