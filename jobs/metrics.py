@@ -28,13 +28,14 @@ def parse_metrics(text: str) -> Snapshot:
     return out
 
 
-_SCRAPE_TIMEOUT = aiohttp.ClientTimeout(total=30)
+SCRAPE_TIMEOUT_S = 30.0
 
 
-async def scrape(client: aiohttp.ClientSession, base_url: str) -> Snapshot:
+async def scrape(client: aiohttp.ClientSession, base_url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> Snapshot:
     """The engine's counters now, on the replay's own session; raises ``aiohttp.ClientError``
-    (a non-2xx answer included) or ``TimeoutError`` (no answer within 30 s)."""
-    async with client.get(f"{base_url}/metrics", timeout=_SCRAPE_TIMEOUT, raise_for_status=True) as resp:
+    (a non-2xx answer included) or ``TimeoutError`` (no answer within ``timeout_s``)."""
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with client.get(f"{base_url}/metrics", timeout=timeout, raise_for_status=True) as resp:
         return parse_metrics((await resp.read()).decode("utf-8", "replace"))  # the exposition format is UTF-8
 
 

@@ -53,7 +53,7 @@ import aiohttp
 
 from vmatrix.errors import GateError
 from vmatrix.jobs.divergence import first_divergence
-from vmatrix.jobs.metrics import delta, scrape
+from vmatrix.jobs.metrics import SCRAPE_TIMEOUT_S, delta, scrape
 from vmatrix.records import ControlReference, RequestRecord, Transcript
 from vmatrix.workload import Api, ReplayRequest, Workload
 
@@ -369,7 +369,7 @@ async def replay(
                 break
             if on_phase:
                 on_phase(phase)
-            before = await _safe_scrape(client, base_url)
+            before = await _safe_scrape(client, base_url, timeout_s)
             sending = _sender(client, base_url, model, workload, end_tokens, counted if on_request else None)
             if phase in workload.gated:
                 records = await gated_phase(client, base_url, requests, sending)
@@ -378,7 +378,7 @@ async def replay(
             for rec in records:
                 rec.restarts = restarts
             transcript.requests.extend(records)
-            after = await _safe_scrape(client, base_url)
+            after = await _safe_scrape(client, base_url, timeout_s)
             if before is not None and after is not None:
                 transcript.metrics[phase] = delta(before, after)
             # A failed request means the stack cannot serve this workload (dead engine,
@@ -481,8 +481,9 @@ def confidently_diverged(rec: RequestRecord, control: ControlReference) -> bool:
     return div is not None and div.confident
 
 
-async def _safe_scrape(client: aiohttp.ClientSession, base_url: str) -> dict[str, float] | None:
+async def _safe_scrape(client: aiohttp.ClientSession, base_url: str, timeout_s: float) -> dict[str, float] | None:
+    # No longer than a request may wait: a hung engine is told by its requests, not its scrapes.
     try:
-        return await scrape(client, base_url)
+        return await scrape(client, base_url, min(SCRAPE_TIMEOUT_S, timeout_s))
     except CLIENT_ERRORS:
         return None
