@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from vmatrix.orchestrator.plan.matrix import expand
-from vmatrix.orchestrator.runtimes.engine import CELL_ENV
+from vmatrix.orchestrator.runtimes.engine import CELL_ENV, OWNER_ENV, owner_id
 from vmatrix.orchestrator.runtimes.processes import tagged
 from vmatrix.orchestrator.spec.matrix_file import Timeouts, parse_spec
 from vmatrix.orchestrator.sweep.run_cell import run_cell
@@ -55,7 +55,10 @@ def test_an_engine_that_answers_nothing_while_running_is_a_timeout_not_a_crash(t
             # Every process of the engine: on the CPU its core runs inside the API server's
             # process (VLLM_ENABLE_V1_MULTIPROCESSING=0, engine_env), so a core stuck in a
             # kernel holds the server too, and stopping them all is that hang.
-            stopped.extend(pid for pid, served in tagged(CELL_ENV).items() if served == cell.id)
+            # Only this process's engine (its owner tag): another run of the same cell on
+            # this machine is not ours to stop.
+            mine = {pid for pid, owner in tagged(OWNER_ENV).items() if owner == owner_id()}
+            stopped.extend(pid for pid, served in tagged(CELL_ENV).items() if served == cell.id and pid in mine)
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)
         elif phase == "stopping engine":
