@@ -265,19 +265,20 @@ def test_a_read_of_a_server_store_behind_head_is_refused_not_upgraded(pg_server,
     with older vmatrix installs share it); a command that writes upgrades it as before.
     A real server (tests/conftest.py's); with VMATRIX_TEST_PG unset the test is skipped."""
     from alembic import command as alembic
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import create_engine
 
-    from vmatrix.db.store import _current_revision, alembic_config, to_url
+    from vmatrix.db.store import alembic_config, to_url
 
     url = pg_server.new_database()
     Store.open(url).close()  # the schema at head, then one migration back
     alembic.downgrade(alembic_config(to_url(url)), "-1")
 
     def current() -> str | None:
-        from sqlalchemy import create_engine
-
         engine = create_engine(to_url(url))
         try:
-            return _current_revision(engine)
+            with engine.connect() as conn:
+                return MigrationContext.configure(conn).get_current_revision()
         finally:
             engine.dispose()
 
