@@ -387,12 +387,15 @@ class Store:
             return _transcript(session, session.get_one(Run, run_id))
 
     def grading_read(self, control_cell_id: str, sweep_id: int | None = None,
-                     sibling_cell_id: str | None = None) -> GradingRead:
+                     sibling_cell_id: str | None = None, requests_digest: str | None = None) -> GradingRead:
         """Everything grading a cell reads, in one session: the control's newest run (and its
         transcript if it finished ok), the sweep's noise floor for it (``sweep_id`` given),
-        and the newest run of ``sibling_cell_id`` with its transcript if ok."""
+        and the newest run of ``sibling_cell_id`` with its transcript if ok.
+        ``requests_digest``: a shaped cell's requests as it laid them out; the control's newest
+        ok run that sent the same ones is read instead of its newest, where there is one."""
         with self.session() as session:
-            control = _latest_run(session, control_cell_id)
+            control = (requests_digest and _ok_run_sending(session, control_cell_id, requests_digest)) or \
+                _latest_run(session, control_cell_id)
             sibling = _latest_run(session, sibling_cell_id) if sibling_cell_id else None
             measured = _noise_floor(session, sweep_id, control_cell_id) if sweep_id is not None else None
             return GradingRead(
@@ -422,6 +425,11 @@ class Store:
                 .order_by(*latest_first()).limit(limit)
             ))
 
+    def sends(self, cell_id: str, requests_digest: str) -> bool:
+        """Whether the cell has an ok run that sent these shaped requests."""
+        with self.session() as session:
+            return _ok_run_sending(session, cell_id, requests_digest) is not None
+
     def ok_transcripts(self, cell_id: str, limit: int = 2) -> list[tuple[Run, Transcript]]:
         """The cell's newest runs that finished ok, newest first, each with its transcript,
         in one session: a control's noise floor and its early-abort reference read them."""
@@ -446,6 +454,18 @@ class Store:
 
 def _latest_run(session: Session, cell_id: str) -> Run | None:
     return session.scalars(select(Run).where(Run.cell_id == cell_id).order_by(*latest_first()).limit(1)).first()
+
+
+# How many of a control's newest ok runs are searched for one laid out as a cell was: a
+# sweep adds one per block its cells' engines chose, and a noise floor's pair.
+_LAYOUT_SEARCH = 32
+
+
+def _ok_run_sending(session: Session, cell_id: str, requests_digest: str) -> Run | None:
+    """The cell's newest ok run whose shaped requests were ``requests_digest``."""
+    runs = session.scalars(select(Run).where(Run.cell_id == cell_id, Run.status == "ok")
+                           .order_by(*latest_first()).limit(_LAYOUT_SEARCH))
+    return next((r for r in runs if (r.layout or {}).get("requests_digest") == requests_digest), None)
 
 
 def _grades_of(session: Session, run_id: int) -> list[GradeRow]:

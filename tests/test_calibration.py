@@ -253,3 +253,56 @@ def test_a_sweep_with_two_recorded_control_runs_calibrates_without_running(
     assert result.ran == [] and result.repeats == {} and sorted(result.skipped) == sorted(c.id for c in plan.cells)
     measured = store.noise_floor(second, control.id)
     assert measured is not None and measured[0].flips == 2
+
+
+def _laid_out(tx: Transcript, block: int, digest: str, source: str = "engine") -> Transcript:
+    from vmatrix.records import Layout
+    return Transcript(list(tx.requests), dict(tx.metrics), layout=Layout(block, source, requests_digest=digest))
+
+
+def test_a_control_run_on_a_cells_block_is_read_for_that_cell_and_kept_out_of_the_floor(
+        tmp_path: Path, recorded_runs: Runs) -> None:
+    """Recorded transcripts given layouts by hand (the engine run is
+    tests/test_control_follows_block.py): a control that ran twice on its own 272-token
+    block, then once laid out on a cell's 384 (FOLLOWS_CELLS). The floor pairs the two
+    that sent the same requests; each cell is graded against the control run that sent its
+    own; a cell on a block no control run was laid out on asks for one."""
+    from vmatrix.orchestrator.sweep.grading import control_block_needed
+    from vmatrix.records import FOLLOWS_CELLS
+
+    plan = expand(parse_spec(MATRIX, "cal.yaml"), "cal.yaml")
+    control, cell = plan.cells
+    store = Store.open(tmp_path / "cal.db")
+    sweep = store.create_sweep("cal", "cal.yaml", MATRIX)
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+
+    def record(tx: Transcript) -> int:
+        now = time.time()
+        return store.record_run(sweep, RunOutcome(control.id, "ok", now - 1, now, transcript=tx))
+
+    own = record(_laid_out(recorded_runs["patched-control"], 272, "a"))
+    repeat = record(_laid_out(recorded_runs["patched-control-repeat"], 272, "a"))
+    mine = _laid_out(recorded_runs["patched-control"], 384, "b")
+    assert control_block_needed(store, cell, mine.layout) == 384
+    # (a corrupt cell's transcript stands in for it: which control run a grade reads shows)
+    follows = record(_laid_out(recorded_runs["patched-prefix-caching"], 384, "b", FOLLOWS_CELLS))
+    assert control_block_needed(store, cell, mine.layout) is None
+    # Two runs on one layout make the floor, whichever ran last (the patched pair: 2 flips).
+    floor = calibrate(store, sweep, control)
+    assert floor is not None and floor.flips == 2
+    assert store.noise_floor(sweep, control.id)[1] == repeat
+    grading = plan.spec.grading.model_copy(update={"tie_steps": 0, "calibrate": False})
+    now = time.time()
+    on_384 = grade_cell(store, cell, RunOutcome(cell.id, "ok", now - 1, now, transcript=mine), grading, sweep)
+    on_272 = grade_cell(store, cell, RunOutcome(cell.id, "ok", now - 1, now,
+                                                transcript=_laid_out(recorded_runs["patched-control"], 272, "a")),
+                        grading, sweep)
+    assert on_384.control_run_id == follows and on_272.control_run_id == repeat
+    assert on_384.verdict == "corrupt" and on_272.verdict != "ungraded", (on_384.summary, on_272.summary)
+    # A block no control run was laid out on: ungraded, saying so, and the sweep asks for one.
+    elsewhere = _laid_out(recorded_runs["patched-control"], 768, "c")
+    lost = grade_cell(store, cell, RunOutcome(cell.id, "ok", now - 1, now, transcript=elsewhere), grading, sweep)
+    assert lost.verdict == "ungraded" and "no ok control run sent this cell's" in lost.summary, lost.summary
+    assert control_block_needed(store, cell, elsewhere.layout) == 768
+    assert own < repeat < follows

@@ -71,13 +71,19 @@ def answer_span(tokens: Sequence[int], end_tokens: frozenset[int]) -> int | None
     return None if end is None else end + 1
 
 
+# A control run's layout source when the sweep laid it out on a block one of its cells'
+# engines reported (the cell's engine chose another block than the control's: a Mamba2
+# model's prefix-cached block is a multiple of its scan chunk, its plain one is not).
+FOLLOWS_CELLS = "cells"
+
+
 @dataclass(frozen=True)
 class Layout:
     """The engine's blocks as it reported them when it started, and the block the replay
     laid its requests out on."""
 
     block_tokens: int | None  # laid out on (None: an unshaped workload without probe_block_tokens)
-    source: str  # engine | probe_block_tokens | guessed | unshaped
+    source: str  # engine | probe_block_tokens | guessed | unshaped | cells (FOLLOWS_CELLS)
     attention_block: int | None = None  # "Setting attention block size to N tokens"
     group_blocks: tuple[int, ...] = ()  # "kv cache group sizes [...]": each KV cache group's block
     requests_digest: str | None = None  # the requests as laid out (jobs.workload.requests_digest)

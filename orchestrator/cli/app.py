@@ -209,6 +209,8 @@ def sweep_run(
                            listener=view.phase, runtime=runtime, max_retries=retries,
                            progress=view.step if progress else None)
     console.print(f"sweep {sweep_id}: ran {len(result.ran)} cells, skipped {len(result.skipped)} already recorded")
+    if followed := sum(len(runs) for runs in result.follow_ups.values()):
+        console.print(f"  and {followed} control run(s) laid out on the block a cell's engine chose (docs/GRADING.md)")
     axes = [name for name, values in plan.spec.axes if values is not None]
     console.print(render_table(lookup_table(store, ["engine"], axes or ["prefix_caching"], sweep_id=sweep_id), "text"))
 

@@ -70,8 +70,32 @@ def layout_mismatch(cell: Transcript, control: Transcript) -> str | None:
     if a is None or b is None or a.requests_digest == b.requests_digest:
         return None
     return (f"the control's requests were laid out on {b.block_tokens}-token blocks ({b.source}), this cell's on "
-            f"{a.block_tokens} ({a.source}): they sent other prompts; set the workload's probe_block_tokens to lay "
-            "both out on one block")
+            f"{a.block_tokens} ({a.source}): they sent other prompts, and no ok control run sent this cell's (a sweep "
+            f"runs the control on the cell's block when it grades the cell; or set the workload's probe_block_tokens "
+            "to lay both out on one block)")
+
+
+def _requests_digest(outcome: RunOutcome) -> str | None:
+    layout = outcome.transcript.layout if outcome.transcript is not None else None
+    return layout.requests_digest if layout is not None else None
+
+
+def control_block_needed(store: Store, cell: Cell, layout: Layout | None) -> int | None:
+    """The block a control run must lay its shaped workload out on before this cell's ok run
+    (laid out as ``layout``) can be graded: the cell's, when its engine chose another block
+    than the control's runs were laid out on (a Mamba2 model's prefix-cached block is a
+    multiple of its scan chunk, its plain block is not) and no ok control run sent the cell's
+    requests; None otherwise."""
+    if (cell.is_control or not cell.control_id or layout is None or layout.requests_digest is None
+            or layout.block_tokens is None):
+        return None
+    if store.sends(cell.control_id, layout.requests_digest):
+        return None
+    control = store.latest_run(cell.control_id)
+    # Only beside a control that ran ok: a failed one is the grade's answer, not a layout's.
+    if control is None or control.status != "ok" or control.layout is None:
+        return None
+    return layout.block_tokens
 
 
 def model_logit_scale(grading: Grading, model_name: str) -> float | None:
@@ -107,7 +131,8 @@ def grade_cell(
         return Grade("ungraded", "control has not run")
     # All the store has for this grade, read at once: the control's newest run and its
     # transcript, the sweep's noise floor, and the sibling a finding compares hits with.
-    read = store.grading_read(cell.control_id, sweep_id if grading.calibrate else None, _sibling_id(cell))
+    read = store.grading_read(cell.control_id, sweep_id if grading.calibrate else None, _sibling_id(cell),
+                              _requests_digest(outcome))
     control = read.control
     if control is None:
         return Grade("ungraded", "control has not run")
@@ -279,17 +304,50 @@ def plan_calibration(store: Store, plan: Plan, standing: Mapping[str, CellStandi
 
 
 def calibrate(store: Store, sweep_id: int, control: Cell) -> NoiseFloor | None:
-    """Measure and store the noise floor from the control's two newest ok runs."""
-    runs = store.ok_transcripts(control.id, 2)
-    if len(runs) < 2:
+    """Measure and store the noise floor from the control's two newest ok runs that sent the
+    same requests (a run laid out on a cell's block, FOLLOWS_CELLS, sent others)."""
+    pair = _same_requests_pair(store.ok_transcripts(control.id, CALIBRATION_SEARCH))
+    if pair is None:
         return None
-    (newest, latest), (repeat, earlier) = runs
+    (newest, latest), (repeat, earlier) = pair
     try:
         floor = noise_floor(earlier, latest, end_tokens_for(control))
     except ValueError:
         return None
     store.record_noise_floor(sweep_id, control.id, newest.id, repeat.id, floor)
     return floor
+
+
+# How many of a control's newest ok runs calibration looks through for a pair that sent
+# the same requests: two of its own and one per block its cells chose, in one sweep.
+CALIBRATION_SEARCH = 8
+
+
+def _same_requests_pair(runs: list[tuple[Run, Transcript]]) -> tuple[tuple[Run, Transcript], ...] | None:
+    """The newest two runs (newest first) whose requests were laid out alike."""
+    seen: dict[object, tuple[Run, Transcript]] = {}
+    for run, transcript in runs:
+        key = transcript.layout.requests_digest if transcript.layout is not None else None
+        if key in seen:
+            return seen[key], (run, transcript)
+        seen[key] = (run, transcript)
+    return None
+
+
+def waiting_blocks(plan: Plan, store: Store, skipped: list[str]) -> set[tuple[str, int]]:
+    """(control id, block) for the recorded cells that wait, ungraded, for a control run laid
+    out on their block (:func:`control_block_needed`): the sweep runs those controls too."""
+    by_id = {c.id: c for c in plan.cells}
+    waiting = [by_id[cell_id] for cell_id in skipped if not by_id[cell_id].is_control]
+    standing = store.standings([c.id for c in waiting])
+    out: set[tuple[str, int]] = set()
+    for cell in waiting:
+        run = standing[cell.id].latest
+        if run is None or not _waits_for_grade(standing[cell.id]):
+            continue
+        if (block := control_block_needed(store, cell, Layout.from_json(run.layout))) is not None:
+            out.add((cell.control_id or "", block))
+    return out
 
 
 def grade_waiting(plan: Plan, store: Store, skipped: list[str], sweep_id: int | None = None) -> None:

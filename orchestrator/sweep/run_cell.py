@@ -49,7 +49,7 @@ from vmatrix.orchestrator.spec.workload import WorkloadSpec, workload_spec
 from vmatrix.orchestrator.stack import lmcache
 from vmatrix.orchestrator.stack.engine_args import MEMORY_FLAG, SERVED_NAME, engine_env, flag_value, gates
 from vmatrix.progress import REPLAY, Step, StepReport
-from vmatrix.records import ControlReference, Layout
+from vmatrix.records import FOLLOWS_CELLS, ControlReference, Layout
 
 Report = Callable[[str, str], None]  # (cell_id, phase)
 
@@ -137,16 +137,19 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
     return _Built(engine, fingerprint, lmc, whole)
 
 
-def engine_layout(spec: WorkloadSpec, log_path: Path, block_knob: int | None) -> Layout:
+def engine_layout(spec: WorkloadSpec, log_path: Path, block_knob: int | None, follow: int | None = None) -> Layout:
     """The blocks the started engine reports (its log), and what the workload is laid out
     on: ``probe_block_tokens``, else the engine's attention block (its Mamba block in align
-    mode), else an explicit ``block_size`` the engine kept without saying, else a guess."""
+    mode), else an explicit ``block_size`` the engine kept without saying, else a guess.
+    ``follow``: a control's run laid out on a block one of its cells' engines reported
+    (source ``cells``), so that the cell is graded on the prompts it sent."""
     try:
         log = log_path.read_text(errors="replace")
     except OSError:
         log = ""
     attention = engine_block_tokens(log)
-    block, source = layout_block(spec, attention or block_knob)
+    block, source = (follow, FOLLOWS_CELLS) if follow is not None and spec.shapes is not None else \
+        layout_block(spec, attention or block_knob)
     return Layout(block, source, attention, engine_group_blocks(log))
 
 
@@ -243,9 +246,11 @@ def claim_log(log_dir: Path, cell_id: str) -> Path:
 def run_cell(
     cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | None = None,
     control: ControlReference | None = None, runtime: Runtime | None = None,
-    progress: StepReport | None = None,
+    progress: StepReport | None = None, layout_block: int | None = None,
 ) -> RunOutcome:
     """``control``: the control's tokens, for early abort (grading.abort_after); None: replay all.
+    ``layout_block``: a control's run that lays its shaped workload out on this block (one
+    its cells' engines reported) instead of its own engine's.
     ``progress``: hears the long steps as they go (env or image build, the engine's start
     phases, requests replayed); None (the default) adds no work to any of them."""
     runtime = runtime or runtime_named("local")
@@ -419,7 +424,7 @@ def run_cell(
         say("replaying")
         t = time.monotonic()
         spec = workload_spec(cell)
-        layout = engine_layout(spec, engine.log_path, cell.knobs.get("block_size"))
+        layout = engine_layout(spec, engine.log_path, cell.knobs.get("block_size"), layout_block)
         workload = build_workload(spec, layout.block_tokens)
         layout = replace(layout, requests_digest=requests_digest(workload) if spec.shapes else None,
                          layout_version=LAYOUT_VERSION)

@@ -44,11 +44,13 @@ from vmatrix.orchestrator.spec.workload import Grading
 from vmatrix.orchestrator.stack.geometry import violations
 from vmatrix.orchestrator.sweep.grading import (
     calibrate,
+    control_block_needed,
     end_tokens_for,
     grade_and_record,
     grade_waiting,
     plan_calibration,
     tie_margin_for,
+    waiting_blocks,
 )
 from vmatrix.orchestrator.sweep.run_cell import run_cell
 from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle
@@ -82,7 +84,7 @@ ATTEMPT = "attempt on "  # phase prefix: a task (re)started on a node
 
 def _task(
     cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHandle, runtime: Runtime,
-    control: ControlReference | None = None, progress: bool = False,
+    control: ControlReference | None = None, progress: bool = False, layout_block: int | None = None,
 ) -> RunOutcome:
     # Ray re-runs the task when its node or worker dies; each start is reported, so
     # the driver can record that a cell was retried and where.
@@ -90,7 +92,7 @@ def _task(
     board.report.remote(cell.id, f"{ATTEMPT}{socket.gethostname()} {node}")
     steps = Throttle(lambda step: board.report.remote(cell.id, step)) if progress else None
     return run_cell(cell, Path(log_dir), timeouts, report=lambda cid, phase: board.report.remote(cid, phase),
-                    control=control, runtime=runtime, progress=steps)
+                    control=control, runtime=runtime, progress=steps, layout_block=layout_block)
 
 
 def task_options(cell: Cell, max_retries: int) -> dict[str, object]:
@@ -171,6 +173,8 @@ class SweepResult:
     setup_s: float = 0.0  # canary check/build and Ray start, once per sweep
     driver_s: dict[str, float] = field(default_factory=dict)  # per cell: store + grade
     repeats: dict[str, int] = field(default_factory=dict)  # control -> run id of its noise-floor repeat
+    # control -> run ids of its runs laid out on a block its cells' engines chose
+    follow_ups: dict[str, list[int]] = field(default_factory=dict)
 
 
 Listener = Callable[[str, str], None]  # (cell_id, phase or final verdict)
@@ -270,7 +274,9 @@ def run_sweep(
     calibration = plan_calibration(store, plan, standing, {c.id for c in todo}, sweep_id)
     runs_of, calibrating = calibration.runs_of, calibration.calibrating
     todo[:0] = reversed(calibration.again)
-    if not todo:
+    # Recorded cells that wait for a control laid out on their engine's block get one now.
+    waiting = waiting_blocks(plan, store, result.skipped)
+    if not todo and not waiting:
         return result
 
     t0 = time.monotonic()
@@ -292,11 +298,25 @@ def run_sweep(
     pending: dict[ray.ObjectRef, Cell] = {}
     control_refs: dict[str, list[ray.ObjectRef]] = {}
 
-    def launch(cell: Cell, control: object = None) -> ray.ObjectRef:
+    def launch(cell: Cell, control: object = None, layout_block: int | None = None) -> ray.ObjectRef:
         ref = task.options(**task_options(cell, max_retries)).remote(
-            cell, str(log_dir), plan.spec.timeouts, board, rt, control, progress is not None)
+            cell, str(log_dir), plan.spec.timeouts, board, rt, control, progress is not None, layout_block)
         pending[ref] = cell
         return ref
+
+    # A control laid out on a block one of its cells' engines chose (FOLLOWS_CELLS): once per
+    # (control, block) in a sweep; its run is graded as a control, the cell against it.
+    followed: set[tuple[str, int]] = set()
+    follow_refs: set[ray.ObjectRef] = set()
+
+    def follow(control_id: str, block: int, for_cell: str) -> None:
+        followed.add((control_id, block))
+        follow_refs.add(launch(by_id[control_id], layout_block=block))
+        say(control_id, f"queued (laid out on {block}-token blocks, the block {for_cell}'s engine chose)")
+
+    by_id = {c.id: c for c in plan.cells}
+    for control_id, block in sorted(waiting):
+        follow(control_id, block, "a recorded cell")
 
     for cell in todo:
         if cell.is_control:
@@ -317,7 +337,6 @@ def run_sweep(
         launch(cell, control)
         say(cell.id, "queued" + (" (waits for its control: early abort)" if isinstance(control, ray.ObjectRef) else ""))
 
-    by_id = {c.id: c for c in plan.cells}
     ungraded: dict[str, tuple[int, RunOutcome]] = {}
     next_node_check, cleared = time.monotonic() + 5, set[tuple[str, str]]()
     while pending:
@@ -355,7 +374,9 @@ def run_sweep(
                 outcome.message = f"{note}; {outcome.message}" if outcome.message else note
             outcome.attempts = attempts.get(cell.id, [])
             run_id = store.record_run(sweep_id, outcome)
-            if cell.id in result.run_ids or cell.id in result.skipped:
+            if ref in follow_refs:
+                result.follow_ups.setdefault(cell.id, []).append(run_id)
+            elif cell.id in result.run_ids or cell.id in result.skipped:
                 result.repeats[cell.id] = run_id
             else:
                 result.ran.append(cell.id)
@@ -363,6 +384,7 @@ def run_sweep(
             ungraded[f"{cell.id}#{run_id}"] = (run_id, outcome)
             running = {c.id for c in pending.values()}
             if cell.id in calibrating and cell.id not in running:
+                calibrating.discard(cell.id)  # once: a run on a cell's block comes later
                 floor = calibrate(store, sweep_id, cell)
                 say(cell.id, f"noise floor: {floor.flips}/{floor.requests} requests differ, max drift "
                              f"{floor.max_drift:.3f}" if floor else "noise floor: not measured (a control run failed)")
@@ -371,7 +393,15 @@ def run_sweep(
                 c = by_id[key.split("#")[0]]
                 if c.control_id in running and ungraded[key][1].status == "ok":
                     continue
-                rid, out = ungraded.pop(key)
+                rid, out = ungraded[key]
+                if out.status == "ok" and c.control_id in by_id and (block := control_block_needed(
+                        store, c, out.transcript.layout if out.transcript else None)) is not None \
+                        and (c.control_id, block) not in followed:
+                    follow(c.control_id, block, c.id)
+                    running.add(c.control_id)
+                    say(c.id, f"waits for its control laid out on {block}-token blocks")
+                    continue
+                del ungraded[key]
                 grade = grade_and_record(store, c, rid, out, grading, sweep_id)
                 say(c.id, f"graded {grade.verdict}")
             result.driver_s[cell.id] = time.monotonic() - t_ready
