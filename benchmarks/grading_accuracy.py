@@ -109,7 +109,7 @@ def main() -> None:
         floor = (noise_floor(_tx(store, control_runs[-1].id), _tx(store, control_runs[0].id), ends)
                  if len(control_runs) > 1 else None)
         # The scheduler's rules: coverage and the tie margin in bf16 steps at the canary's scale.
-        scale = model_logit_scale(g, cell.model.name)
+        scale = model_logit_scale(g, cell.model.name, cell.model.path)
         grade = [grade_transcripts(_tx(store, mine.id), _tx(store, ref.id), g.tie_margin, g.max_tie_flip_fraction,
                                    f, excused, None if cell.is_control else exercised(cell), tie_steps=g.tie_steps,
                                    logit_scale=scale, end_tokens=ends) for f in (None, floor)]

@@ -388,14 +388,13 @@ class Store:
 
     def grading_read(self, control_cell_id: str, sweep_id: int | None = None,
                      sibling_cell_id: str | None = None, requests_digest: str | None = None) -> GradingRead:
-        """Everything grading a cell reads, in one session: the control's newest run (and its
-        transcript if it finished ok), the sweep's noise floor for it (``sweep_id`` given),
-        and the newest run of ``sibling_cell_id`` with its transcript if ok.
-        ``requests_digest``: a shaped cell's requests as it laid them out; the control's newest
-        ok run that sent the same ones is read instead of its newest, where there is one."""
+        """Everything grading a cell reads, in one session: the control's newest run (with
+        ``requests_digest``, a shaped cell's requests: its newest ok run that sent them, if
+        any) and its transcript if ok, the sweep's noise floor for it (``sweep_id`` given),
+        and the newest run of ``sibling_cell_id`` with its transcript if ok."""
         with self.session() as session:
-            control = (requests_digest and _ok_run_sending(session, control_cell_id, requests_digest)) or \
-                _latest_run(session, control_cell_id)
+            sent = _ok_run_sending(session, control_cell_id, requests_digest) if requests_digest else None
+            control = sent or _latest_run(session, control_cell_id)
             sibling = _latest_run(session, sibling_cell_id) if sibling_cell_id else None
             measured = _noise_floor(session, sweep_id, control_cell_id) if sweep_id is not None else None
             return GradingRead(
@@ -411,8 +410,7 @@ class Store:
                 latest = _latest_run(session, cell_id)
                 grade = session.scalars(select(GradeRow.verdict).where(GradeRow.id == newest_grade_of(latest.id))
                                         ).first() if latest is not None else None
-                ok = len(session.scalars(select(Run.id).where(Run.cell_id == cell_id, Run.status == "ok")
-                                         .limit(2)).all())
+                ok = len(session.scalars(_ok_runs(cell_id).with_only_columns(Run.id).limit(2)).all())
                 floor = sweep_id is not None and _noise_floor(session, sweep_id, cell_id) is not None
                 out[cell_id] = CellStanding(latest, grade, ok, floor)
         return out
@@ -420,22 +418,17 @@ class Store:
     def ok_runs(self, cell_id: str, limit: int = 2) -> list[Run]:
         """The cell's newest runs that finished ok, newest first."""
         with self.session() as session:
-            return list(session.scalars(
-                select(Run).where(Run.cell_id == cell_id, Run.status == "ok")
-                .order_by(*latest_first()).limit(limit)
-            ))
+            return list(session.scalars(_ok_runs(cell_id).limit(limit)))
 
-    def sends(self, cell_id: str, requests_digest: str) -> bool:
-        """Whether the cell has an ok run that sent these shaped requests."""
+    def ok_run_sending(self, cell_id: str, requests_digest: str) -> Run | None:
         with self.session() as session:
-            return _ok_run_sending(session, cell_id, requests_digest) is not None
+            return _ok_run_sending(session, cell_id, requests_digest)
 
     def ok_transcripts(self, cell_id: str, limit: int = 2) -> list[tuple[Run, Transcript]]:
         """The cell's newest runs that finished ok, newest first, each with its transcript,
         in one session: a control's noise floor and its early-abort reference read them."""
         with self.session() as session:
-            runs = session.scalars(select(Run).where(Run.cell_id == cell_id, Run.status == "ok")
-                                   .order_by(*latest_first()).limit(limit))
+            runs = session.scalars(_ok_runs(cell_id).limit(limit))
             return [(run, _transcript(session, run)) for run in runs]
 
     def record_noise_floor(self, sweep_id: int, control_cell_id: str, run_id: int, repeat_run_id: int,
@@ -456,15 +449,13 @@ def _latest_run(session: Session, cell_id: str) -> Run | None:
     return session.scalars(select(Run).where(Run.cell_id == cell_id).order_by(*latest_first()).limit(1)).first()
 
 
-# How many of a control's newest ok runs are searched for one laid out as a cell was: a
-# sweep adds one per block its cells' engines chose, and a noise floor's pair.
-_LAYOUT_SEARCH = 32
+def _ok_runs(cell_id: str) -> Any:
+    return select(Run).where(Run.cell_id == cell_id, Run.status == "ok").order_by(*latest_first())
 
 
 def _ok_run_sending(session: Session, cell_id: str, requests_digest: str) -> Run | None:
-    """The cell's newest ok run whose shaped requests were ``requests_digest``."""
-    runs = session.scalars(select(Run).where(Run.cell_id == cell_id, Run.status == "ok")
-                           .order_by(*latest_first()).limit(_LAYOUT_SEARCH))
+    """The cell's newest ok run (of 32: a pair per sweep, and one a cell's block) that sent these."""
+    runs = session.scalars(_ok_runs(cell_id).limit(32))
     return next((r for r in runs if (r.layout or {}).get("requests_digest") == requests_digest), None)
 
 

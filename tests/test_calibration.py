@@ -197,6 +197,18 @@ def test_the_logit_scale_reaches_grade_cell_and_the_early_abort(tmp_path: Path, 
     assert tie_margin_for(grading.model_copy(update={"logit_scale": 12.0}), cell.model.name) == 2 / 16
     assert tie_margin_for(grading.model_copy(update={"tie_steps": 0}), cell.model.name) == 0.01
     assert tie_margin_for(grading, "Qwen3-Next-80B") == 0.01
+    # A model given by folder (an unshipped build, as n1c): its build's report beside the
+    # weights gives the scale (a bf16 step at 56.3 is 0.25), its vmatrix-canary.json first.
+    folder = tmp_path / "n1c"
+    folder.mkdir()
+    assert tie_margin_for(grading, "n1c", str(folder)) == 0.01
+    (folder / "canary-report.json").write_text('{"logit_scale": 56.308, "lengths": {}}')
+    assert tie_margin_for(grading, "n1c", str(folder)) == 2 * 0.25
+    (folder / "vmatrix-canary.json").write_text('{"logit_scale": 12.0}')
+    assert tie_margin_for(grading, "n1c", str(folder)) == 2 / 16
+    (folder / "vmatrix-canary.json").write_text('{"logit_scale": true}')
+    assert tie_margin_for(grading, "n1c", str(folder)) == 2 * 0.25, "not a number: the next record"
+    assert tie_margin_for(grading, "n1c", str(tmp_path / "missing")) == 0.01
 
     store = Store.open(tmp_path / "s.db")
     sweep = store.create_sweep("s", "s.yaml", matrix)

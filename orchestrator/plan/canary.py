@@ -40,6 +40,7 @@ NEMOTRONH_BUILDER = BUILDER.with_name("build_nemotronh.py")
 GRANITE_BUILDER = BUILDER.with_name("build_granitehybrid.py")
 SHIPPED = BUILDER.with_name("shipped")
 META = "vmatrix-canary.json"  # in a canary's folder: its recipe, file digests and what its build measured
+BUILD_REPORT = "canary-report.json"  # what a builder (images/canary/build_*.py) measured, beside its weights
 
 # name -> builder arguments (a list: the flag repeated, in order). Dimensions the CPU
 # kernels accept (GDN head dim 128). "tiny-qwen3next" is trained on a GPU to recall its
@@ -247,24 +248,28 @@ def shipped_files(folder: Path) -> dict[str, str]:
             for f in sorted(folder.rglob("*")) if f.is_file() and f.name != META}
 
 
-def logit_scale(model_name: str) -> float | None:
+def logit_scale(model_name: str, folder: str | Path | None = None) -> float | None:
     """The canary's largest top-1 logit magnitude, as its build recorded it (key
     ``logit_scale`` of ``vmatrix-canary.json`` in its folder): where its confident choices
     are made, so the bf16 resolution its margins are rounded to (jobs.noise.scaled_tie_margin).
-    None for a model that is not a canary, a canary not built here, or one whose build
-    recorded none.
+    A model given by ``folder`` (a build not shipped, such as n1c) is read the same way, or
+    from the builder's own report beside its weights (``canary-report.json``). None for a
+    model no build of which recorded one, or a canary not built here.
     """
     name = model_name.removeprefix("canary:")
-    if not is_canary(model_name) or name not in CANARIES:
-        return None
-    try:
-        meta = json.loads((canary_dir(name) / META).read_text())
-    except (OSError, ValueError):
-        return None
-    value = meta.get("logit_scale") if isinstance(meta, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        return None
-    return float(value)
+    if is_canary(model_name):
+        places = [canary_dir(name) / META] if name in CANARIES else []
+    else:
+        places = [Path(folder) / META, Path(folder) / BUILD_REPORT] if folder else []
+    for place in places:
+        try:
+            meta = json.loads(place.read_text())
+        except (OSError, ValueError):
+            continue
+        value = meta.get("logit_scale") if isinstance(meta, dict) else None
+        if not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0:
+            return float(value)
+    return None
 
 
 def files_digest(folder: Path) -> str:

@@ -78,7 +78,7 @@ def tie_margin_of(recorded: Recorded) -> float:
     if isinstance(used, (int, float)):
         return float(used)
     g = Grading()
-    return scaled_tie_margin(g.tie_margin, g.tie_steps, logit_scale(recorded.cell.model.name))
+    return scaled_tie_margin(g.tie_margin, g.tie_steps, logit_scale(recorded.cell.model.name, recorded.cell.model.path))
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def control_block_needed(store: Store, cell: Cell, layout: Layout | None) -> int
     if (cell.is_control or not cell.control_id or layout is None or layout.requests_digest is None
             or layout.block_tokens is None):
         return None
-    if store.sends(cell.control_id, layout.requests_digest):
+    if store.ok_run_sending(cell.control_id, layout.requests_digest) is not None:
         return None
     control = store.latest_run(cell.control_id)
     # Only beside a control that ran ok: a failed one is the grade's answer, not a layout's.
@@ -98,9 +98,9 @@ def control_block_needed(store: Store, cell: Cell, layout: Layout | None) -> int
     return layout.block_tokens
 
 
-def model_logit_scale(grading: Grading, model_name: str) -> float | None:
-    """``grading.logit_scale``, or the model's recorded one (a canary's; None otherwise)."""
-    return grading.logit_scale if grading.logit_scale is not None else logit_scale(model_name)
+def model_logit_scale(grading: Grading, model_name: str, folder: str | None = None) -> float | None:
+    """``grading.logit_scale``, or the one the model's build recorded (a canary's, or a model folder's)."""
+    return grading.logit_scale if grading.logit_scale is not None else logit_scale(model_name, folder)
 
 
 def end_tokens_for(cell: Cell) -> frozenset[int]:
@@ -108,10 +108,10 @@ def end_tokens_for(cell: Cell) -> frozenset[int]:
     return model_end_tokens(cell.model.path)
 
 
-def tie_margin_for(grading: Grading, model_name: str) -> float:
+def tie_margin_for(grading: Grading, model_name: str, folder: str | None = None) -> float:
     """The tie margin before any noise floor: the configured one, raised to
     ``grading.tie_steps`` bf16 steps at the model's logit scale when that is known."""
-    return scaled_tie_margin(grading.tie_margin, grading.tie_steps, model_logit_scale(grading, model_name))
+    return scaled_tie_margin(grading.tie_margin, grading.tie_steps, model_logit_scale(grading, model_name, folder))
 
 
 def grade_cell(
@@ -149,7 +149,7 @@ def grade_cell(
     verdict, summary, evidence = grade_transcripts(
         outcome.transcript, control_transcript, grading.tie_margin, grading.max_tie_flip_fraction,
         floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
-        logit_scale=model_logit_scale(grading, cell.model.name), end_tokens=end_tokens_for(cell),
+        logit_scale=model_logit_scale(grading, cell.model.name, cell.model.path), end_tokens=end_tokens_for(cell),
         block_tokens=(block := _block_tokens(outcome.log_path) or _layout_block(layout) or engine_block),
         shaped=shaped(cell, layout),
     )

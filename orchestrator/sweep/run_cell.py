@@ -140,16 +140,14 @@ def _engine(cell: Cell, runtime: Runtime, log_dir: Path, engine_log: Path, gpu_i
 def engine_layout(spec: WorkloadSpec, log_path: Path, block_knob: int | None, follow: int | None = None) -> Layout:
     """The blocks the started engine reports (its log), and what the workload is laid out
     on: ``probe_block_tokens``, else the engine's attention block (its Mamba block in align
-    mode), else an explicit ``block_size`` the engine kept without saying, else a guess.
-    ``follow``: a control's run laid out on a block one of its cells' engines reported
-    (source ``cells``), so that the cell is graded on the prompts it sent."""
+    mode), else an explicit ``block_size`` the engine kept without saying, else a guess;
+    ``follow``: a control's run on the block a cell's engine chose (FOLLOWS_CELLS)."""
     try:
         log = log_path.read_text(errors="replace")
     except OSError:
         log = ""
     attention = engine_block_tokens(log)
-    block, source = (follow, FOLLOWS_CELLS) if follow is not None and spec.shapes is not None else \
-        layout_block(spec, attention or block_knob)
+    block, source = (follow, FOLLOWS_CELLS) if follow and spec.shapes else layout_block(spec, attention or block_knob)
     return Layout(block, source, attention, engine_group_blocks(log))
 
 
@@ -246,11 +244,10 @@ def claim_log(log_dir: Path, cell_id: str) -> Path:
 def run_cell(
     cell: Cell, log_dir: Path, timeouts: Timeouts, report: Report | None = None,
     control: ControlReference | None = None, runtime: Runtime | None = None,
-    progress: StepReport | None = None, layout_block: int | None = None,
+    progress: StepReport | None = None, follow_block: int | None = None,
 ) -> RunOutcome:
     """``control``: the control's tokens, for early abort (grading.abort_after); None: replay all.
-    ``layout_block``: a control's run that lays its shaped workload out on this block (one
-    its cells' engines reported) instead of its own engine's.
+    ``follow_block``: a control's run laid out on this block (a cell's engine's), not its own.
     ``progress``: hears the long steps as they go (env or image build, the engine's start
     phases, requests replayed); None (the default) adds no work to any of them."""
     runtime = runtime or runtime_named("local")
@@ -424,7 +421,7 @@ def run_cell(
         say("replaying")
         t = time.monotonic()
         spec = workload_spec(cell)
-        layout = engine_layout(spec, engine.log_path, cell.knobs.get("block_size"), layout_block)
+        layout = engine_layout(spec, engine.log_path, cell.knobs.get("block_size"), follow_block)
         workload = build_workload(spec, layout.block_tokens)
         layout = replace(layout, requests_digest=requests_digest(workload) if spec.shapes else None,
                          layout_version=LAYOUT_VERSION)

@@ -84,7 +84,7 @@ ATTEMPT = "attempt on "  # phase prefix: a task (re)started on a node
 
 def _task(
     cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHandle, runtime: Runtime,
-    control: ControlReference | None = None, progress: bool = False, layout_block: int | None = None,
+    control: ControlReference | None = None, progress: bool = False, follow_block: int | None = None,
 ) -> RunOutcome:
     # Ray re-runs the task when its node or worker dies; each start is reported, so
     # the driver can record that a cell was retried and where.
@@ -92,7 +92,7 @@ def _task(
     board.report.remote(cell.id, f"{ATTEMPT}{socket.gethostname()} {node}")
     steps = Throttle(lambda step: board.report.remote(cell.id, step)) if progress else None
     return run_cell(cell, Path(log_dir), timeouts, report=lambda cid, phase: board.report.remote(cid, phase),
-                    control=control, runtime=runtime, progress=steps, layout_block=layout_block)
+                    control=control, runtime=runtime, progress=steps, follow_block=follow_block)
 
 
 def task_options(cell: Cell, max_retries: int) -> dict[str, object]:
@@ -298,9 +298,9 @@ def run_sweep(
     pending: dict[ray.ObjectRef, Cell] = {}
     control_refs: dict[str, list[ray.ObjectRef]] = {}
 
-    def launch(cell: Cell, control: object = None, layout_block: int | None = None) -> ray.ObjectRef:
+    def launch(cell: Cell, control: object = None, follow_block: int | None = None) -> ray.ObjectRef:
         ref = task.options(**task_options(cell, max_retries)).remote(
-            cell, str(log_dir), plan.spec.timeouts, board, rt, control, progress is not None, layout_block)
+            cell, str(log_dir), plan.spec.timeouts, board, rt, control, progress is not None, follow_block)
         pending[ref] = cell
         return ref
 
@@ -311,7 +311,7 @@ def run_sweep(
 
     def follow(control_id: str, block: int, for_cell: str) -> None:
         followed.add((control_id, block))
-        follow_refs.add(launch(by_id[control_id], layout_block=block))
+        follow_refs.add(launch(by_id[control_id], follow_block=block))
         say(control_id, f"queued (laid out on {block}-token blocks, the block {for_cell}'s engine chose)")
 
     by_id = {c.id: c for c in plan.cells}
@@ -331,7 +331,7 @@ def run_sweep(
         if grading.abort_after and cell.control_id:
             if cell.control_id not in references:
                 references[cell.control_id] = reference_for(store, cell.control_id, control_refs, grading,
-                                                              tie_margin_for(grading, cell.model.name),
+                                                              tie_margin_for(grading, cell.model.name, cell.model.path),
                                                               end_tokens_for(cell))
             control = references[cell.control_id]
         launch(cell, control)
