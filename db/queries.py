@@ -72,6 +72,7 @@ class RunDetail:
     attempts: list[dict[str, Any]] = field(default_factory=list)  # two or more: Ray retried the cell
     # Client-side latencies over the run's answered requests (``latency_summary``).
     latency: dict[str, float | int | None] = field(default_factory=dict)
+    layout: dict[str, Any] | None = None  # runs.layout: the block its shaped requests were laid out on
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,7 @@ def show_cell(store: Store, cell_id_prefix: str) -> CellDetail:
                 grades=grades[run.id],
                 attempts=run.attempts,
                 latency=latency_summary(answered[run.id]) if run.id in answered else {},
+                layout=run.layout,
             )
             for run in runs
         ],

@@ -77,6 +77,14 @@ def test_a_cell_on_another_block_is_graded_against_a_control_laid_out_on_it(tmp_
     assert grade.control_run_id == runs[0].id
     # The control laid out on another block is still a control, graded as one.
     assert store.latest_grade(runs[0].id).verdict == "control"
+    # `results show` says which block the control's newest run was laid out on, and why.
+    from typer.testing import CliRunner
+
+    from vmatrix.orchestrator.cli.app import app
+
+    shown = CliRunner().invoke(app, ["results", "show", control.id, "--db", str(tmp_path / "results.db")],
+                               env={"COLUMNS": "250"})
+    assert "laid out on 768-token blocks, the block a cell's engine chose" in shown.output, shown.output
     # Recorded: nothing runs again, and no second control run on the cell's block.
     assert second.ran == [] and second.follow_ups == {}
     assert len(store.ok_runs(control.id, 8)) == 2

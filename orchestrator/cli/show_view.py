@@ -23,6 +23,7 @@ from vmatrix.db.evidence import ground_truth, unmeasured_of
 from vmatrix.db.queries import CellDetail, RunDetail
 from vmatrix.db.reads import PREFIX_HITS, PREFIX_QUERIES
 from vmatrix.db.records import ShrinkRecord
+from vmatrix.records import FOLLOWS_CELLS
 
 # partial: not clean's green; a verdict to read the reasons of (listed under it).
 VERDICT_STYLE = {"clean": "green", "partial": "bold yellow3", "control": "cyan", "degraded": "yellow",
@@ -73,6 +74,10 @@ def _headline(detail: CellDetail, run: RunDetail | None, counters: Mapping[str, 
     if len(run.grades) > 1:
         when += f"; graded {len(run.grades)} times, earlier: " + ", ".join(g.verdict for g in run.grades[1:])
     lines.append(Text(when, style="dim"))
+    if run.layout and run.layout.get("source") == FOLLOWS_CELLS:
+        lines.append(Text(f"laid out on {run.layout.get('block_tokens')}-token blocks, the block a cell's engine chose "
+                          f"(its own engine's: {run.layout.get('attention_block') or 'not said'}); cells laid out on it are "
+                          "graded against this run", style="dim"))
     if grade is None and run.message and run.message != reason:
         lines.append(Text(run.message.strip().splitlines()[-1][:400], style="dim"))
     return Group(*lines)
