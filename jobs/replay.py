@@ -25,7 +25,7 @@ scheduler (vLLM's own pause, ``POST /pause?mode=keep``, served with
 server has answered the previous one's headers (and so handed it to the engine), and then
 resumes it: the scheduler meets every request at once and in the phase's order, so the
 chunk layout of a race is the same every run instead of following when each request
-reached the engine. Their TTFT includes the hold.
+reached the engine. Their TTFT and e2e latency count from the resume.
 
 Early abort: given the control's tokens and margins (:class:`ControlReference`), the
 replay compares each phase's answers as they arrive, with the grader's own
@@ -426,18 +426,28 @@ async def gated_phase(
     the prefix cache kept), each request sent once the previous one was accepted, resume.
 
     Raises :class:`GateError` when the engine will not pause; the scheduler is resumed
-    whatever happens once it was paused, so a failed request never leaves it held."""
+    whatever happens once it was paused, so a failed request never leaves it held.
+    A record's TTFT and e2e latency count from the resume: the hold before it is the
+    gate's, not the engine's (a request sent first waited for every later one's send)."""
     await _scheduler(client, base_url, "pause", {"mode": "keep", "clear_cache": "false"})
     tasks: list[asyncio.Task[RequestRecord]] = []
+    sent: list[float] = []
     try:
         for r in requests:
             accepted = asyncio.Event()
+            sent.append(time.perf_counter())
             tasks.append(asyncio.ensure_future(sending(r, accepted)))
             await accepted.wait()
         await asyncio.sleep(GATE_SETTLE_S)
     finally:
+        resumed = time.perf_counter()
         await _scheduler(client, base_url, "resume", {})
-    return list(await asyncio.gather(*tasks))
+    records = list(await asyncio.gather(*tasks))
+    for rec, at in zip(records, sent, strict=True):
+        held = resumed - at
+        rec.ttft_s = None if rec.ttft_s is None else max(0.0, rec.ttft_s - held)
+        rec.e2e_s = None if rec.e2e_s is None else max(0.0, rec.e2e_s - held)
+    return records
 
 
 async def _scheduler(client: aiohttp.ClientSession, base_url: str, action: str, params: dict[str, str]) -> None:

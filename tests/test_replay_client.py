@@ -243,14 +243,14 @@ def test_replay_stops_after_a_failed_phase() -> None:
     assert all(r.error == "HTTP 500: stub: forced failure" for r in transcript.requests)
 
 
-def _gated(model: str = "stub", pausable: bool = True) -> tuple[Transcript | GateError, list[str]]:
+def _gated(model: str = "stub", pausable: bool = True, **server: float) -> tuple[Transcript | GateError, list[str]]:
     """A phase of five requests gated, then one not; the stub's log of what it was asked."""
     def r(n: int, phase: str) -> ReplayRequest:
         return ReplayRequest(key=f"s{n}/0", session=f"s{n}", turn=0, phase=phase, messages=(("user", f"q{n}"),))
 
     workload = Workload(name="w", phases=(("race", tuple(r(n, "race") for n in range(5))), ("after", (r(5, "after"),))),
                         max_tokens=4, top_logprobs=2, gated=("race",))
-    server = stub.StubServer(pausable=pausable)
+    server = stub.StubServer(pausable=pausable, **server)
 
     async def go() -> Transcript:
         async with server as s:
@@ -268,6 +268,21 @@ def test_a_gated_phase_is_held_sent_one_at_a_time_in_order_then_released() -> No
     assert isinstance(transcript, Transcript)
     assert [r.key for r in transcript.requests] == [f"s{n}/0" for n in range(6)]
     assert all(len(r.token_ids) == 4 and r.error is None for r in transcript.requests)
+
+
+def test_a_gated_requests_latency_counts_from_the_resume_not_the_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stub sends a held request's first token 0.5 s after the resume; the gate holds
+    every request at least 1 s (its settle, raised here so the two cannot be confused on a
+    loaded host). Counted from the send, every gated TTFT would be over 1.5 s."""
+    from vmatrix.jobs import replay as replay_module
+
+    monkeypatch.setattr(replay_module, "GATE_SETTLE_S", 1.0)
+    transcript, _ = _gated(first_token_delay_s=0.5)
+    assert isinstance(transcript, Transcript)
+    gated = [r for r in transcript.requests if r.phase == "race"]
+    assert len(gated) == 5 and all(r.ttft_s is not None and r.e2e_s is not None for r in gated)
+    assert all(0.45 <= r.ttft_s < 1.4 and r.ttft_s <= r.e2e_s < 1.4 for r in gated), [
+        (r.ttft_s, r.e2e_s) for r in gated]
 
 
 def test_a_gated_phase_resumes_the_engine_even_when_its_requests_fail() -> None:
