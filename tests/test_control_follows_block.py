@@ -75,6 +75,8 @@ def test_a_cell_on_another_block_is_graded_against_a_control_laid_out_on_it(tmp_
     assert grade is not None and grade.verdict not in ("ungraded",), grade.summary
     assert grade.verdict in ("clean", "partial"), grade.summary
     assert grade.control_run_id == runs[0].id
+    # Each of the control's runs records the start of its own task only (no node died).
+    assert [len(r.attempts) for r in runs] == [1, 1], [r.attempts for r in runs]
     # The control laid out on another block is still a control, graded as one.
     assert store.latest_grade(runs[0].id).verdict == "control"
     # `results show` says which block the control's newest run was laid out on, and why.

@@ -88,6 +88,9 @@ def test_every_cell_reaches_its_real_outcome(sweep) -> None:
     # the broken engine's and --no-such-flag's controls grade no cell, so ran once.
     with_cells = {c.control_id for c in plan.cells if not c.is_control}
     assert set(first.repeats) == with_cells and len(with_cells) == 2
+    # No node died, so every run, a control's repeat too, records the one start of its own task.
+    for control_id in with_cells:
+        assert [len(r.attempts) for r in store.ok_runs(control_id)] == [1, 1]
     floors = {(c.engine.label, tuple(c.knobs["extra_args"])): store.noise_floor(first.sweep_id, c.id)
               for c in plan.controls}
     assert floors[engine, ()] is not None and floors[stock + " +corrupt-prefix-state", ()] is not None

@@ -85,11 +85,13 @@ ATTEMPT = "attempt on "  # phase prefix: a task (re)started on a node
 def _task(
     cell: Cell, log_dir: str, timeouts: Timeouts, board: ray.actor.ActorHandle, runtime: Runtime,
     control: ControlReference | None = None, progress: bool = False, follow_block: int | None = None,
+    task_no: int = 0,
 ) -> RunOutcome:
     # Ray re-runs the task when its node or worker dies; each start is reported, so
-    # the driver can record that a cell was retried and where.
+    # the driver can record that a run was retried and where. By the task's number: a
+    # control runs as several tasks (its noise floor's pair, a run on a cell's block).
     node = ray.get_runtime_context().get_node_id()
-    board.report.remote(cell.id, f"{ATTEMPT}{socket.gethostname()} {node}")
+    board.report.remote(cell.id, f"{ATTEMPT}{task_no} {socket.gethostname()} {node}")
     steps = Throttle(lambda step: board.report.remote(cell.id, step)) if progress else None
     return run_cell(cell, Path(log_dir), timeouts, report=lambda cid, phase: board.report.remote(cid, phase),
                     control=control, runtime=runtime, progress=steps, follow_block=follow_block)
@@ -294,14 +296,18 @@ def run_sweep(
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     board = _Board.options(scheduling_strategy=here).remote()
     task = ray.remote(_task)
-    attempts: dict[str, list[dict[str, object]]] = {}
+    attempts: dict[str, list[dict[str, object]]] = {}  # per cell, every task's: lost engines are found by these
+    task_attempts: dict[int, list[dict[str, object]]] = {}  # per task: what its run records
     pending: dict[ray.ObjectRef, Cell] = {}
+    task_of: dict[ray.ObjectRef, int] = {}
     control_refs: dict[str, list[ray.ObjectRef]] = {}
 
     def launch(cell: Cell, control: object = None, follow_block: int | None = None) -> ray.ObjectRef:
+        number = len(task_of)
         ref = task.options(**task_options(cell, max_retries)).remote(
-            cell, str(log_dir), plan.spec.timeouts, board, rt, control, progress is not None, follow_block)
+            cell, str(log_dir), plan.spec.timeouts, board, rt, control, progress is not None, follow_block, number)
         pending[ref] = cell
+        task_of[ref] = number
         return ref
 
     # A control laid out on a block one of its cells' engines chose (FOLLOWS_CELLS): once per
@@ -350,9 +356,11 @@ def run_sweep(
                     progress(cell_id, phase)
                 continue
             if phase.startswith(ATTEMPT):
-                host, _, node = phase.removeprefix(ATTEMPT).partition(" ")
-                attempts.setdefault(cell_id, []).append({"host": host, "ray_node": node, "at": t_event})
-                n = len(attempts[cell_id])
+                task_no, host, node = phase.removeprefix(ATTEMPT).split(" ", 2)
+                entry = {"host": host, "ray_node": node, "at": t_event}
+                attempts.setdefault(cell_id, []).append(entry)
+                task_attempts.setdefault(int(task_no), []).append(entry)
+                n = len(task_attempts[int(task_no)])
                 phase = f"started on {host} (node {node[:8]})" + (f", retry {n - 1}" if n > 1 else "")
             say(cell_id, phase)
         for ref in ready:
@@ -372,7 +380,7 @@ def run_sweep(
                 # Run anyway (run_invalid): the engine's own answer, with the rule it broke.
                 note = "ran despite " + "; ".join(map(str, broken))
                 outcome.message = f"{note}; {outcome.message}" if outcome.message else note
-            outcome.attempts = attempts.get(cell.id, [])
+            outcome.attempts = task_attempts.get(task_of[ref], [])
             run_id = store.record_run(sweep_id, outcome)
             if ref in follow_refs:
                 result.follow_ups.setdefault(cell.id, []).append(run_id)
