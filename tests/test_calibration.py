@@ -21,7 +21,7 @@ from vmatrix.db.store import Store
 from vmatrix.jobs.grade import grade_transcripts
 from vmatrix.jobs.noise import effective_tie_margin, noise_floor
 from vmatrix.jobs.replay import confidently_diverged
-from vmatrix.orchestrator.plan.matrix import expand
+from vmatrix.orchestrator.plan.matrix import Plan, expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
 from vmatrix.orchestrator.spec.workload import Grading
 from vmatrix.orchestrator.sweep.grading import calibrate, grade_cell, will_grade
@@ -75,18 +75,24 @@ grading: {calibrate: true, tie_margin: 0.01}
 """
 
 
+def _cal_store(tmp_path: Path) -> tuple[Plan, Store, int]:
+    """MATRIX's plan, a store file with its cells, and a sweep to record runs under."""
+    plan = expand(parse_spec(MATRIX, "cal.yaml"), "cal.yaml")
+    store = Store.open(tmp_path / "cal.db")
+    sweep = store.create_sweep("cal", "cal.yaml", MATRIX)
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    return plan, store, sweep
+
+
 def _outcome(cell_id: str, tx: Transcript) -> RunOutcome:
     now = time.time()
     return RunOutcome(cell_id, "ok", now - 1, now, transcript=Transcript(list(tx.requests), dict(tx.metrics)))
 
 
 def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: Path, recorded_runs: Runs) -> None:
-    plan = expand(parse_spec(MATRIX, "cal.yaml"), "cal.yaml")
+    plan, store, sweep = _cal_store(tmp_path)
     control, cell = plan.cells
-    store = Store.open(tmp_path / "cal.db")
-    sweep = store.create_sweep("cal", "cal.yaml", MATRIX)
-    for c in plan.cells:
-        store.add_cell(sweep, c)
     first = store.record_run(sweep, _outcome(control.id, recorded_runs["patched-control"]))
     assert calibrate(store, sweep, control) is None, "one run measures nothing"
     repeat = store.record_run(sweep, _outcome(control.id, recorded_runs["patched-control-repeat"]))
@@ -282,12 +288,8 @@ def test_a_control_run_on_a_cells_block_is_read_for_that_cell_and_kept_out_of_th
     from vmatrix.orchestrator.sweep.grading import control_block_needed
     from vmatrix.records import FOLLOWS_CELLS
 
-    plan = expand(parse_spec(MATRIX, "cal.yaml"), "cal.yaml")
+    plan, store, sweep = _cal_store(tmp_path)
     control, cell = plan.cells
-    store = Store.open(tmp_path / "cal.db")
-    sweep = store.create_sweep("cal", "cal.yaml", MATRIX)
-    for c in plan.cells:
-        store.add_cell(sweep, c)
 
     def record(tx: Transcript) -> int:
         now = time.time()
