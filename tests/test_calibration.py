@@ -320,3 +320,30 @@ def test_a_control_run_on_a_cells_block_is_read_for_that_cell_and_kept_out_of_th
     assert lost.verdict == "ungraded" and "no ok control run sent this cell's" in lost.summary, lost.summary
     assert control_block_needed(store, cell, elsewhere.layout) == 768
     assert own < repeat < follows
+
+
+def test_a_control_whose_two_runs_sent_other_requests_runs_once_more_to_calibrate(
+        tmp_path: Path, recorded_runs: Runs) -> None:
+    """Recorded transcripts given layouts by hand: the control's two ok runs are its own and
+    one laid out on a cell's block, so they make no noise floor; a calibrating sweep then
+    runs it once more instead of grading without one."""
+    from vmatrix.orchestrator.sweep.grading import plan_calibration
+    from vmatrix.records import FOLLOWS_CELLS
+
+    plan, store, sweep = _cal_store(tmp_path)
+    control, cell = plan.cells
+    now = time.time()
+    for tx in (_laid_out(recorded_runs["patched-control"], 272, "a"),
+               _laid_out(recorded_runs["patched-control-repeat"], 384, "b", FOLLOWS_CELLS)):
+        store.record_run(sweep, RunOutcome(control.id, "ok", now - 1, now, transcript=tx))
+    standing = store.standings([c.id for c in plan.cells], sweep)
+    assert standing[control.id].ok_count == 2
+    planned = plan_calibration(store, plan, standing, {cell.id}, sweep)
+    assert planned.runs_of == {control.id: 1} and planned.again == [control]
+    assert store.noise_floor(sweep, control.id) is None
+    # Two runs that sent the same requests: the floor from them, nothing to run.
+    store.record_run(sweep, RunOutcome(control.id, "ok", now, now + 1,
+                                       transcript=_laid_out(recorded_runs["patched-control-repeat"], 272, "a")))
+    standing = store.standings([c.id for c in plan.cells], sweep)
+    assert plan_calibration(store, plan, standing, {cell.id}, sweep).runs_of == {}
+    assert store.noise_floor(sweep, control.id) is not None

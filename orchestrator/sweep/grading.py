@@ -291,9 +291,10 @@ def plan_calibration(store: Store, plan: Plan, standing: Mapping[str, CellStandi
             if will_grade(standing, plan, control, todo_ids):
                 out.runs_of[control.id] = 2
                 out.calibrating.add(control.id)
-        elif mine.ok_count == 2:
-            if not mine.has_floor:
-                calibrate(store, sweep_id, control)  # from the recorded runs, nothing to run
+        elif mine.ok_count == 2 and (mine.has_floor or calibrate(store, sweep_id, control) is not None):
+            pass  # from the recorded runs, nothing to run
+        # One more run where the recorded ones make no pair (one ok run; or two that sent
+        # other requests: one was laid out on a cell's block).
         elif mine.ok_count and mine.latest is not None and mine.latest.status == "ok" and will_grade(
             standing, plan, control, todo_ids
         ):
