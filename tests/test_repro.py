@@ -199,8 +199,12 @@ def test_a_gated_phase_is_held_at_the_scheduler_and_sent_in_order(tmp_path: Path
     assert "phase cold: 4 request(s) held, then released together" in done.stderr
     seen = [json.loads(line) for line in (tmp_path / "g").read_text().splitlines()]
     order = [s.get("path") or s["body"]["messages"][-1]["content"] for s in seen]
-    engine_life = ["/pause", "q0", "q1", "q2", "q3", "/resume", "MARK", "fine"]
-    assert order == engine_life * 2, order  # the control, then the cell
+    held = ["/pause", "q0", "q1", "q2", "q3", "/resume"]
+    # The control, then the cell: the gated phase in order; the ungated one after it, its
+    # two requests sent at once (they may arrive either way round on a loaded host).
+    assert len(order) == 16, order
+    for life in (order[:8], order[8:]):
+        assert life[:6] == held and sorted(life[6:]) == ["MARK", "fine"], order
 
 
 def test_it_says_not_reproduced_and_not_tested(tmp_path: Path, written: tuple[Path, Path]) -> None:
