@@ -335,14 +335,14 @@ def _same_requests_pair(runs: list[tuple[Run, Transcript]]) -> tuple[tuple[Run, 
     return None
 
 
-def waiting_blocks(plan: Plan, store: Store, skipped: list[str]) -> set[tuple[str, int]]:
+def waiting_blocks(plan: Plan, store: Store, standing: Mapping[str, CellStanding],
+                   skipped: list[str]) -> set[tuple[str, int]]:
     """(control id, block) for the recorded cells that wait, ungraded, for a control run laid
-    out on their block (:func:`control_block_needed`): the sweep runs those controls too."""
+    out on their block (:func:`control_block_needed`): the sweep runs those controls too.
+    ``standing``: the plan's cells as the sweep read them (:meth:`Store.standings`)."""
     by_id = {c.id: c for c in plan.cells}
-    waiting = [by_id[cell_id] for cell_id in skipped if not by_id[cell_id].is_control]
-    standing = store.standings([c.id for c in waiting])
     out: set[tuple[str, int]] = set()
-    for cell in waiting:
+    for cell in (by_id[cell_id] for cell_id in skipped if not by_id[cell_id].is_control):
         run = standing[cell.id].latest
         if run is None or not _waits_for_grade(standing[cell.id]):
             continue

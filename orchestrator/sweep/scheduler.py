@@ -277,7 +277,7 @@ def run_sweep(
     runs_of, calibrating = calibration.runs_of, calibration.calibrating
     todo[:0] = reversed(calibration.again)
     # Recorded cells that wait for a control laid out on their engine's block get one now.
-    waiting = waiting_blocks(plan, store, result.skipped)
+    waiting = waiting_blocks(plan, store, standing, result.skipped)
     if not todo and not waiting:
         return result
 
