@@ -220,6 +220,52 @@ print(float((ours[0] - run(lambda *a, **k: b.chunk_scan(*a, **{**k, "chunk_size"
     assert 0 < float(out[1]) < 1e-3
 
 
+_DYING = r"""
+import runpy, sys, torch
+sys.path.insert(0, sys.argv[1])
+calls, death = [0], sys.argv[3]
+plain = torch.Tensor.backward
+def backward(self, *a, **k):
+    calls[0] += 1
+    if calls[0] == 4:  # the second step of the second stage
+        raise (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 14.00 GiB (a stand-in)")
+               if death == "oom" else SystemError("the builder dies here"))
+    return plain(self, *a, **k)
+torch.Tensor.backward = backward
+sys.argv = [sys.argv[1] + "/build_nemotronh.py", sys.argv[2], "--mamba-heads", "2", "--hidden", "64",
+            "--vocab", "256", "--report-lengths", "300"] + [
+            a for _ in range(3) for a in ("--stage", "lines=2-4 batch=2 steps=2 lr=1e-3")]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("death", ["oom", "crash"])
+def test_a_builder_that_dies_leaves_its_trained_stages_to_resume(tmp_path: Path, death: str) -> None:
+    """The sixth pass lost h16-s1's ~930 s of trained stages (2026-12-05): it ran out of GPU
+    memory beside the lease's engines at a stage's first step, and resume.pt was saved only
+    at a stop. Now each stage's end saves it, and an out-of-memory error stops the build as
+    SIGTERM does, from the last whole step. Torch's backward is wrapped here to fail at the
+    second stage's second step: with a stand-in CUDA out-of-memory error the build stops
+    (exit 3) after step 3; with any other error it dies and the first stage's save is left."""
+    python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
+    out = tmp_path / "canary"
+    proc = subprocess.run([str(python), "-c", _DYING, str(NEMOTRONH_BUILDER.parent), str(out), death],
+                          capture_output=True, text=True, env=ENV, timeout=600, check=False)
+    saved = subprocess.run([str(python), "-c", "import sys, json, torch; print(json.dumps(torch.load("
+                            "sys.argv[1], weights_only=False)['progress']))", str(out / "resume.pt")],
+                           capture_output=True, text=True, env=ENV, check=True).stdout
+    progress = json.loads(saved)
+    if death == "oom":
+        assert proc.returncode == 3, proc.stderr[-2000:]
+        assert "out of memory, stopped after step 3: CUDA out of memory" in proc.stderr
+        assert progress["train"] == [2, 1, 0] and progress["ended"]["train"] == [True, False, False]
+    else:
+        assert proc.returncode != 0 and "the builder dies here" in proc.stderr
+        assert progress["train"] == [2, 0, 0] and progress["ended"]["train"] == [True, False, False]
+    assert not (out / "resume.pt.part").exists()
+
+
 def test_the_nemotronh_recipes_are_their_builders_and_the_trained_one_says_it_is_not_shipped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both builders' bytes are a Nemotron-H recipe's identity (it imports build_canary.py);

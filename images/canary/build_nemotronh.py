@@ -45,6 +45,7 @@ loaders map from.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -322,6 +323,38 @@ def init_from(model, folder: Path, out: Path) -> None:
                          f"unexpected {unexpected[:3]})")
 
 
+def save_resume(out: Path, model, mtp, done) -> None:
+    """The build's state as ``--resume`` reads it, written beside and renamed: a builder
+    killed while saving leaves the previous one whole."""
+    import torch
+
+    part = out / (shared.RESUME + ".part")
+    torch.save({"model": model.state_dict(), "mtp": mtp.state_dict(), "progress": asdict(done)}, part)
+    part.replace(out / shared.RESUME)
+
+
+@contextlib.contextmanager
+def checkpoints(save):
+    """Save at every stage's end as well as at a stop, so a builder that dies loses one stage
+    at most: the sixth pass's h16-s1 (2026-12-05) trained two stages for ~930 s on a GPU it
+    shared with engines, ran out of memory at the third's first step and died with nothing
+    saved. build_canary.py's bytes are tiny-qwen3next's recipe identity (its shipped
+    checkpoint), so its stage-end record (`progress(..., ended=...)`) is hooked here, not
+    changed there."""
+    plain = shared.progress
+
+    def progress(what, step, steps, **extra):
+        plain(what, step, steps, **extra)
+        if "ended" in extra:
+            save()
+
+    shared.progress = progress
+    try:
+        yield
+    finally:
+        shared.progress = plain
+
+
 def build(out: Path, args) -> bool:
     """build_canary.build for this model: False if stopped part-way (resume.pt holds it)."""
     import torch
@@ -345,11 +378,18 @@ def build(out: Path, args) -> bool:
     device = torch.device(args.device)
     model.to(device)
     mtp.to(device)
-    finished = (train(model, tokenizer, args.seed, stages, device, done, args.train_decay)
-                and shared.train_mtp(model, mtp, tokenizer, args.seed, mtp_stages, device, done))
+    with checkpoints(lambda: save_resume(out, model, mtp, done)):
+        try:
+            finished = (train(model, tokenizer, args.seed, stages, device, done, args.train_decay)
+                        and shared.train_mtp(model, mtp, tokenizer, args.seed, mtp_stages, device, done))
+        except torch.OutOfMemoryError as e:
+            # Raised in a step's forward or backward, before its optimizer step: the weights
+            # and `done` are the last whole step's, so this stops as SIGTERM would.
+            print(f"out of memory, stopped after step {sum(done.train) + sum(done.mtp)}: "
+                  f"{str(e).splitlines()[0]}", file=sys.stderr, flush=True)
+            finished = False
     if not finished:
-        torch.save({"model": model.state_dict(), "mtp": mtp.state_dict(), "progress": asdict(done)},
-                   out / shared.RESUME)
+        save_resume(out, model, mtp, done)
         print(json.dumps({"stopped": asdict(done)}), file=sys.stderr, flush=True)
         return False
     if stages or mtp_stages:
