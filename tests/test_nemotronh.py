@@ -252,8 +252,8 @@ def test_a_builder_that_dies_leaves_its_trained_stages_to_resume(tmp_path: Path,
     out = tmp_path / "canary"
     proc = subprocess.run([str(python), "-c", _DYING, str(NEMOTRONH_BUILDER.parent), str(out), death],
                           capture_output=True, text=True, env=ENV, timeout=600, check=False)
-    saved = subprocess.run([str(python), "-c", "import sys, json, torch; print(json.dumps(torch.load("
-                            "sys.argv[1], weights_only=False)['progress']))", str(out / "resume.pt")],
+    read = "import sys, json, torch; print(json.dumps(torch.load(sys.argv[1], weights_only=False)['progress']))"
+    saved = subprocess.run([str(python), "-c", read, str(out / "resume.pt")],
                            capture_output=True, text=True, env=ENV, check=True).stdout
     progress = json.loads(saved)
     if death == "oom":
