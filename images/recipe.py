@@ -136,6 +136,28 @@ def recipe_patches(recipe: EngineRecipe) -> list[tuple[str, Path, str]]:
     return []
 
 
+PLANTED = "planted.txt"  # in a planted set's folder: the line its patches log each time they plant
+
+
+def planted_lines(recipe: EngineRecipe) -> dict[str, str]:
+    """The planted positive controls among the recipe's patch sets, {set: the line its
+    patches log each time they plant}: a set that says so in its ``planted.txt``. The
+    file is not a patch, so a set's digest (its cells' ids) does not see it. A set this
+    node cannot find contributes nothing (its engine could not be built here either)."""
+    try:
+        files = [f for _, f, _ in recipe_patches(recipe)]
+    except PatchSetError:
+        return {}
+    root = patches_dir().resolve()
+    out: dict[str, str] = {}
+    for f in files:
+        for folder in (f.parent, f.parent.parent):  # a plain set's folder, a variant's set
+            said = folder / PLANTED
+            if folder.resolve().parent == root and said.is_file():
+                out[folder.name] = said.read_text().strip()
+    return out
+
+
 def wheel_path(wheel: str) -> Path | None:
     """The local file a wheel location names (a path or a file:// URL); None for a remote URL."""
     parsed = urlparse(wheel)

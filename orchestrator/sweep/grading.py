@@ -18,6 +18,7 @@ from pathlib import Path
 from vmatrix.cells import Cell, Grade, RunOutcome, model_end_tokens
 from vmatrix.db.models import GradeRow, Run
 from vmatrix.db.store import CellStanding, GradingRead, Store
+from vmatrix.images.recipe import planted_lines
 from vmatrix.jobs.grade import PREFIX_HITS, Exercised, grade_transcripts
 from vmatrix.jobs.noise import NoiseFloor, noise_floor, scaled_tie_margin
 from vmatrix.jobs.shape_grade import Placed, Shaped
@@ -28,6 +29,7 @@ from vmatrix.orchestrator.plan.matrix import Plan
 from vmatrix.orchestrator.runtimes.signature import engine_block_tokens
 from vmatrix.orchestrator.spec.workload import Grading, WorkloadSpec, workload_spec
 from vmatrix.orchestrator.stack.geometry import lmcache_on
+from vmatrix.orchestrator.sweep.planted import judge, planted_counts
 from vmatrix.records import Layout, Transcript
 
 
@@ -116,12 +118,13 @@ def tie_margin_for(grading: Grading, model_name: str, folder: str | None = None)
 
 def grade_cell(
     store: Store, cell: Cell, outcome: RunOutcome, grading: Grading, sweep_id: int | None = None,
-    engine_block: int | None = None,
+    engine_block: int | None = None, earlier: list[dict] | None = None,
 ) -> Grade:
     """Turn a recorded outcome into a verdict, against the control's latest run.
 
     With ``grading.calibrate`` the noise floor the sweep measured for the control is used.
-    ``engine_block``: the engine's block when its log is not at hand (a regrade elsewhere).
+    ``engine_block``: the engine's block when its log is not at hand (a regrade elsewhere);
+    ``earlier``: the run's earlier grades' evidence, newest first (what a planted set did).
     """
     if outcome.status != "ok":
         return Grade(outcome.status, outcome.signature or outcome.message or outcome.status, _failure_evidence(outcome))
@@ -162,6 +165,9 @@ def grade_cell(
                 f"the engine did not say its block size: the shapes were laid out on a guess of {layout.block_tokens}")
             if verdict in ("clean", "partial"):
                 verdict, summary = "unexercised", f"not exercised: {evidence['coverage']['gaps'][-1]}"
+    if cell.knobs.get("prefix_caching") and (lines := planted_lines(cell.engine)):
+        counts = planted_counts(cell.engine, outcome.log_path, earlier or ())
+        verdict, summary = judge(verdict, summary, evidence, counts, lines)
     if verdict == "unexercised" and (finding := _hits_lost_to_spec(read, workload_spec(cell), outcome.transcript)):
         evidence["finding"] = finding
         summary = f"{summary}; {finding}"
@@ -368,10 +374,11 @@ def grade_waiting(plan: Plan, store: Store, skipped: list[str], sweep_id: int | 
 
 
 def grade_and_record(store: Store, cell: Cell, run_id: int, outcome: RunOutcome, grading: Grading,
-                 sweep_id: int | None = None, engine_block: int | None = None) -> Grade:
+                 sweep_id: int | None = None, engine_block: int | None = None,
+                 earlier: list[dict] | None = None) -> Grade:
     """Grade a recorded run (:func:`grade_cell`) and append the grade: the sweep's grades,
     its late ones and `vmatrix results regrade` all come through here."""
-    store.record_grade(run_id, grade := grade_cell(store, cell, outcome, grading, sweep_id, engine_block))
+    store.record_grade(run_id, grade := grade_cell(store, cell, outcome, grading, sweep_id, engine_block, earlier))
     return grade
 
 
@@ -381,4 +388,5 @@ def regrade_run(store: Store, cell: Cell, run: Run, grading: Grading, sweep_id: 
     transcript, earlier = store.regrade_read(run.id)
     outcome = RunOutcome(cell.id, run.status, run.started_at, run.finished_at, transcript=transcript,
                          log_path=run.log_path)
-    return grade_and_record(store, cell, run.id, outcome, grading, sweep_id, _graded_block(cell, earlier))
+    return grade_and_record(store, cell, run.id, outcome, grading, sweep_id, _graded_block(cell, earlier),
+                            [row.evidence or {} for row in earlier])
