@@ -79,3 +79,19 @@ def test_a_planted_cell_that_did_not_plant_is_not_clean(recorded, tmp_path: Path
     counted = grade.evidence["planted"]["zero-restored-state-cuda"]
     assert counted == (3 if log and LINE in log else 0 if log else (earlier[0]["planted"]["zero-restored-state-cuda"]
                                                                     if earlier else None))
+
+
+def test_results_show_says_what_a_planted_set_did(tmp_path: Path) -> None:
+    """`results show` of the recorded zeroing cell (regraded with its real engine log, which
+    held no "zeroed" line) names the silent set as a gap; a set that fired says how often."""
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    from vmatrix.orchestrator.cli import app
+    from vmatrix.orchestrator.cli.show_view import _coverage
+
+    out = " ".join(CliRunner().invoke(app, ["results", "show", "191dd193", "--db", str(DB)]).output.split())
+    assert "UNEXERCISED" in out and f"gap: planted set zero-restored-state-cuda never fired (no '{LINE}'" in out, out
+    console = Console(width=200, record=True)
+    console.print(_coverage({"planted": {"zero-restored-state-cuda": 17}, "coverage": {}}, {}))
+    assert "planted zero-restored-state-cuda: fired 17 time(s) in the engine's log" in console.export_text()

@@ -130,6 +130,10 @@ def _coverage(evidence: Mapping[str, Any], counters: Mapping[str, float]) -> Ren
     flags = [f"{k} {'yes' if v else 'no'}" for k, v in exercised.items() if isinstance(v, bool)]
     if flags:
         lines.append(Text("exercised: " + ", ".join(flags)))
+    for name, fired in sorted((evidence.get("planted") or {}).items()):
+        # A silent set is a gap (below); a fired one says how often it planted.
+        if fired:
+            lines.append(Text(f"planted {name}: fired {fired} time(s) in the engine's log"))
     counts = dict(coverage.get("counters") or {}) | dict(counters)
     queries = counts.get(PREFIX_QUERIES, 0.0)
     if queries:
