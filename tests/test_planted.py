@@ -76,6 +76,7 @@ def test_a_planted_cell_that_did_not_plant_is_not_clean(recorded, tmp_path: Path
     assert grade.verdict == verdict, grade.summary
     if said:
         assert said in grade.summary
+        assert grade.evidence["first"]["reason"] == verdict
     counted = grade.evidence["planted"]["zero-restored-state-cuda"]
     assert counted == (3 if log and LINE in log else 0 if log else (earlier[0]["planted"]["zero-restored-state-cuda"]
                                                                     if earlier else None))

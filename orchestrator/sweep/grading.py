@@ -166,7 +166,7 @@ def grade_cell(
             if verdict in ("clean", "partial"):
                 verdict, summary = "unexercised", f"not exercised: {evidence['coverage']['gaps'][-1]}"
     if cell.knobs.get("prefix_caching") and (lines := planted_lines(cell.engine)):
-        counts = planted_counts(cell.engine, outcome.log_path, earlier or ())
+        counts = planted_counts(lines, _engine_log(outcome.log_path), earlier or ())
         verdict, summary = judge(verdict, summary, evidence, counts, lines)
     if verdict == "unexercised" and (finding := _hits_lost_to_spec(read, workload_spec(cell), outcome.transcript)):
         evidence["finding"] = finding
@@ -235,12 +235,18 @@ def _graded_block(cell: Cell, earlier: list[GradeRow]) -> int | None:
     return None
 
 
-def _block_tokens(log_path: str | None) -> int | None:
-    """The prefix-cache block the engine chose, from its log (None: no log, or not said)."""
+def _engine_log(log_path: str | None) -> str | None:
+    """The run's engine log, None when it is not at hand (a regrade on another machine)."""
     try:
-        return engine_block_tokens(Path(log_path).read_text(errors="replace")) if log_path else None
+        return Path(log_path).read_text(errors="replace") if log_path else None
     except OSError:
         return None
+
+
+def _block_tokens(log_path: str | None) -> int | None:
+    """The prefix-cache block the engine chose, from its log (None: no log, or not said)."""
+    log = _engine_log(log_path)
+    return engine_block_tokens(log) if log is not None else None
 
 
 def _failure_evidence(outcome: RunOutcome) -> dict:

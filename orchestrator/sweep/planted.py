@@ -10,25 +10,14 @@ never fired is a gap of the cell's coverage, and an unknown count an unmeasured 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from vmatrix.images.recipe import planted_lines
-from vmatrix.recipe import EngineRecipe
 
-
-def planted_counts(recipe: EngineRecipe, log_path: str | None,
+def planted_counts(lines: dict[str, str], log: str | None,
                    earlier: Iterable[dict[str, Any]] = ()) -> dict[str, int | None]:
-    """{set: times its line is in the engine's log} for the recipe's planted sets; from an
-    earlier grade's evidence (``earlier``, newest first) when the log is not at hand, and
-    None where neither knows."""
-    lines = planted_lines(recipe)
-    if not lines:
-        return {}
-    try:
-        log = Path(log_path).read_text(errors="replace") if log_path else None
-    except OSError:
-        log = None
+    """{set: times its line (``lines``, images.recipe.planted_lines) is in the engine's log};
+    from an earlier grade's evidence (``earlier``, newest first) when the log is not at hand,
+    and None where neither knows."""
     if log is not None:
         return {name: log.count(line) for name, line in lines.items()}
     kept = next((e["planted"] for e in earlier if isinstance(e.get("planted"), dict)), {})
@@ -47,8 +36,11 @@ def judge(verdict: str, summary: str, evidence: dict[str, Any], counts: dict[str
     unknown = [f"planted set {name}: the engine's log is not at hand" for name, n in counts.items() if n is None]
     cov.setdefault("gaps", []).extend(silent)
     cov.setdefault("unmeasured", []).extend(unknown)
+    # `first` as the grader writes it for these verdicts (docs/GRADING.md).
     if silent and verdict in ("clean", "partial"):
+        evidence["first"] = {"reason": "unexercised", "gap": silent[0]}
         return "unexercised", f"not exercised: {'; '.join(silent)}"
     if unknown and verdict == "clean":
+        evidence["first"] = {"reason": "partial", "unmeasured": unknown[0]}
         return "partial", f"{summary}; not measured: {'; '.join(unknown)}"
     return verdict, summary
