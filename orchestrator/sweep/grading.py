@@ -153,7 +153,8 @@ def grade_cell(
         outcome.transcript, control_transcript, grading.tie_margin, grading.max_tie_flip_fraction,
         floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
         logit_scale=model_logit_scale(grading, cell.model.name, cell.model.path), end_tokens=end_tokens_for(cell),
-        block_tokens=(block := _block_tokens(outcome.log_path) or _layout_block(layout) or engine_block),
+        block_tokens=(block := _block_tokens(log := _engine_log(outcome.log_path)) or _layout_block(layout)
+                      or engine_block),
         shaped=shaped(cell, layout),
     )
     # Kept with the grade: a regrade on a machine without the engine's log reads it here.
@@ -166,7 +167,7 @@ def grade_cell(
             if verdict in ("clean", "partial"):
                 verdict, summary = "unexercised", f"not exercised: {evidence['coverage']['gaps'][-1]}"
     if cell.knobs.get("prefix_caching") and (lines := planted_lines(cell.engine)):
-        counts = planted_counts(lines, _engine_log(outcome.log_path), earlier or ())
+        counts = planted_counts(lines, log, earlier or ())
         verdict, summary = judge(verdict, summary, evidence, counts, lines)
     if verdict == "unexercised" and (finding := _hits_lost_to_spec(read, workload_spec(cell), outcome.transcript)):
         evidence["finding"] = finding
@@ -243,9 +244,8 @@ def _engine_log(log_path: str | None) -> str | None:
         return None
 
 
-def _block_tokens(log_path: str | None) -> int | None:
+def _block_tokens(log: str | None) -> int | None:
     """The prefix-cache block the engine chose, from its log (None: no log, or not said)."""
-    log = _engine_log(log_path)
     return engine_block_tokens(log) if log is not None else None
 
 
