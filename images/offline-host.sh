@@ -16,6 +16,9 @@
 #   offline-host.sh setup               vmatrix's own dependencies + a Ray head on this host
 #   offline-host.sh init-db             create (migrate) the results DB
 #   offline-host.sh seed DB[.xz]        make an earlier lease's DB this host's, while it holds no run
+#   offline-host.sh freeze [DEST]       copy this checkout to DEST (default $VMATRIX_DATA/src) for
+#                                       sweeps to run from, out of reach of later uploads
+#                                       (benchmarks/gpu_chain.sh)
 #   offline-host.sh sweep MATRIX ENGINE [--rerun]
 #                                       run MATRIX's cells of ENGINE in the background,
 #                                       then its controls again (the noise floor)
@@ -150,6 +153,18 @@ part.replace(dst)
 print(f"seed: {dst} is {src} ({dst.stat().st_size} bytes)")
 EOF
     ;;
+  freeze)
+    # Every `run` call copies the working tree onto the host again. On 2026-12-05 a call that
+    # began while a sweep's Ray workers were importing vmatrix crashed 5 of its 8 cells ("cannot
+    # import name 'speed' from 'vmatrix'"). Sweeps run from this copy instead (its own
+    # offline-host.sh: `restart-ray` there, so the head and its workers import from it too).
+    # The uploads, .git and docs/runs stay behind; the copy is renamed into place whole.
+    dest=${2:-$VMATRIX_DATA/src}
+    rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+    tar -C "$REPO" --exclude=./.gpu --exclude=./.stage --exclude=./.git --exclude=./docs/runs -cf - . \
+      | tar -C "$dest.tmp" -xf -
+    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    echo "frozen: $dest" ;;
   sweep)
     matrix=$2 engine=$3 extra=${4:-}
     log=$VMATRIX_DATA/sweep-$engine.log

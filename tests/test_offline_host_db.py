@@ -60,3 +60,48 @@ def test_init_db_creates_the_store_and_seed_takes_an_earlier_leases_db_only_whil
 
     missing = _host(tmp_path, "seed", str(tmp_path / "none.db.xz"))
     assert missing.returncode != 0 and "no such file" in missing.stderr
+
+
+def test_freeze_copies_the_checkout_whole_without_uploads_and_the_copy_runs_from_itself(tmp_path: Path) -> None:
+    """`freeze` (benchmarks/gpu_chain.sh runs the sweeps from its copy): on 2026-12-05 a `run`
+    call that re-copied the checkout while a sweep's workers imported vmatrix crashed 5 of 8
+    cells. A small checkout stands in for the real one: the script, a module, an upload, a DB."""
+    checkout = tmp_path / "checkout"
+    (checkout / "images").mkdir(parents=True)
+    shutil.copy(REPO / "images" / "offline-host.sh", checkout / "images" / "offline-host.sh")
+    (checkout / "vmatrix").mkdir()
+    (checkout / "vmatrix" / "speed.py").write_text("x = 1\n")
+    (checkout / ".gpu" / "call").mkdir(parents=True)
+    (checkout / ".gpu" / "call" / "v000").write_bytes(b"upload")
+    (checkout / "docs" / "runs").mkdir(parents=True)
+    (checkout / "docs" / "runs" / "lease.db.xz").write_bytes(b"db")
+    (checkout / "docs" / "GPU.md").write_text("procedure\n")
+    env = {**os.environ, "VMATRIX_DATA": str(tmp_path / "data"), "VMATRIX_WHEELHOUSE": str(tmp_path / "wh"),
+           "VMATRIX_SITE": str(tmp_path / "site"), "PYTHON": sys.executable}
+
+    def freeze(script: Path, dest: Path | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(script), "freeze", *([str(dest)] if dest else [])], env=env,
+                              capture_output=True, text=True, check=False, timeout=60)
+
+    made = freeze(checkout / "images" / "offline-host.sh")
+    frozen = tmp_path / "data" / "src"
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == f"frozen: {frozen}"
+    assert (frozen / "vmatrix" / "speed.py").read_text() == "x = 1\n"
+    assert (frozen / "docs" / "GPU.md").is_file()
+    assert not (frozen / ".gpu").exists() and not (frozen / "docs" / "runs").exists()
+    assert not (tmp_path / "data" / "src.tmp").exists()
+
+    # A later upload changes the checkout, not the copy; freezing again replaces the copy whole.
+    (checkout / "vmatrix" / "speed.py").write_text("x = 2\n")
+    assert (frozen / "vmatrix" / "speed.py").read_text() == "x = 1\n"
+    assert freeze(checkout / "images" / "offline-host.sh").returncode == 0
+    assert (frozen / "vmatrix" / "speed.py").read_text() == "x = 2\n"
+
+    # The copy's own script works from the copy (its REPO is the copy, not the checkout).
+    again = freeze(frozen / "images" / "offline-host.sh", tmp_path / "second")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "second" / "vmatrix" / "speed.py").read_text() == "x = 2\n"
+    (checkout / "vmatrix" / "speed.py").write_text("x = 3\n")
+    assert freeze(frozen / "images" / "offline-host.sh", tmp_path / "second").returncode == 0
+    assert (tmp_path / "second" / "vmatrix" / "speed.py").read_text() == "x = 2\n"
