@@ -149,12 +149,13 @@ def grade_cell(
     floor: NoiseFloor | None = read.floor
     ignore = set(grading.ignore_symptoms) | set(excused_symptoms(cell.model.name))
     layout = outcome.transcript.layout
+    log = _engine_log(outcome.log_path)  # once: for the engine's block and the planted sets
+    block = (engine_block_tokens(log) if log is not None else None) or _layout_block(layout) or engine_block
     verdict, summary, evidence = grade_transcripts(
         outcome.transcript, control_transcript, grading.tie_margin, grading.max_tie_flip_fraction,
         floor, sorted(ignore), exercised(cell), tie_steps=grading.tie_steps,
         logit_scale=model_logit_scale(grading, cell.model.name, cell.model.path), end_tokens=end_tokens_for(cell),
-        block_tokens=(block := _block_tokens(log := _engine_log(outcome.log_path)) or _layout_block(layout)
-                      or engine_block),
+        block_tokens=block,
         shaped=shaped(cell, layout),
     )
     # Kept with the grade: a regrade on a machine without the engine's log reads it here.
@@ -242,11 +243,6 @@ def _engine_log(log_path: str | None) -> str | None:
         return Path(log_path).read_text(errors="replace") if log_path else None
     except OSError:
         return None
-
-
-def _block_tokens(log: str | None) -> int | None:
-    """The prefix-cache block the engine chose, from its log (None: no log, or not said)."""
-    return engine_block_tokens(log) if log is not None else None
 
 
 def _failure_evidence(outcome: RunOutcome) -> dict:
