@@ -92,7 +92,8 @@ CANARY_BUILDERS: dict[str, Path] = {"tiny-nemotronh": NEMOTRONH_BUILDER, "random
 # shipped (tests/test_canary.py holds both ways).
 PENDING: dict[str, str] = {
     "tiny-nemotronh": "not shipped (issue 41): trained on an H200 it does not recall yet (15 of 96 answers at "
-                      "1.5k tokens; images/canary/README.md, 'tiny-nemotronh'); retrain it with "
+                      "1.5k tokens; the closest build, 16 heads, recalls 15/20 at 1.5k and 1/20 at 10k: "
+                      "images/canary/README.md, 'A seventh pass'); retrain it with "
                       "`vmatrix canary build tiny-nemotronh --train` on a GPU and ship it; "
                       "`canary: random-nemotronh` serves the untrained architecture",
 }
