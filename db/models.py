@@ -111,7 +111,7 @@ class Run(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     cell_id: Mapped[str] = mapped_column(ForeignKey("cells.id"))
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
-    status: Mapped[str] = mapped_column(String)  # ok | startup_failed | crashed | timeout | invalid
+    status: Mapped[str] = mapped_column(String)  # ok | startup_failed | crashed | timeout | invalid | task_failed
     signature: Mapped[str | None] = mapped_column(Text)
     message: Mapped[str | None] = mapped_column(Text)
     fingerprint: Mapped[dict[str, Any]]

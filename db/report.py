@@ -58,6 +58,7 @@ RESULT_COLORS = {
     "timeout": "#fed976",
     "invalid": "#969696",  # cannot run as specified (geometry rule, or no pause for a gate)
     "ungraded": "#d9d9d9",
+    "task_failed": "#bdbdbd",  # vmatrix's task died: nothing measured, run again
     "not run": "#ffffff",
 }
 # What each result means, for the legends of the report and the site (docs/GRADING.md
@@ -77,6 +78,8 @@ RESULT_MEANINGS = {
     "invalid": "the cell cannot run as specified: its knobs break a geometry rule (no engine started), or its "
                "engine cannot hold a gated phase (no scheduler pause)",
     "ungraded": "its control has no run to grade against",
+    "task_failed": "vmatrix's task for the cell died (worker or node lost, vmatrix not importable there, a bug in "
+                   "vmatrix): nothing was measured about the stack; `sweep run` runs it again",
     "ok": "ran, not graded yet",
     "not run": "no run recorded",
 }

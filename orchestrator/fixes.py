@@ -260,7 +260,8 @@ def answer(rows: list[FixRow], release: str) -> str:
             parts.append(f"{r.candidate}{alone} leaves {_wrong_text(r)}{was}")
         elif r.status not in (None, "ok"):
             what = {"startup_failed": "does not apply or start", "crashed": "crashes",
-                    "timeout": "times out"}.get(r.status, r.status)
+                    "timeout": "times out",
+                    "task_failed": "was not measured (vmatrix's task died; run it again)"}.get(r.status, r.status)
             parts.append(f"{r.candidate} {what}: {r.reason}")
         elif r.verdict and r.wrong is not None:
             # An unexercised or degraded grade still counted the answers: say how many went wrong.

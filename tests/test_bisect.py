@@ -234,6 +234,11 @@ def test_judging_good_bad_and_skip() -> None:
     assert parse_predicate("status == timeout").judge(never)[0] == "bad"
     assert parse_predicate("status != ok").judge(never)[0] == "bad"
     assert crashed.judge(Observation("v", status="timeout", verdict="timeout"))[0] == "good", "a replay timeout"
+    # vmatrix's own task died around the engine: the version answered nothing, whatever is asked.
+    lost = obs("task_failed", "task_failed")
+    for asked in ("verdict != clean", "status == crashed", "status != ok", "verdict >= corrupt"):
+        assert parse_predicate(asked).judge(lost) == ("skip", "task_failed: sig"), asked
+    assert parse_predicate("status == task_failed").judge(lost)[0] == "bad"
 
     # The old name of `corrupt` still works in a predicate; `degraded` is not clean either.
     legacy = parse_predicate("verdict == divergent")

@@ -117,7 +117,7 @@ def test_a_verdict_filter_names_a_known_result(db: Path) -> None:
     assert out.exit_code == 2
     assert out.output.strip().splitlines() == [
         ("error: --verdict: 'parital' is not one of clean, partial, degraded, unexercised, corrupt, crashed, "
-         "startup_failed, timeout, invalid, ungraded, control, ok, not run")]
+         "startup_failed, timeout, invalid, ungraded, control, task_failed, ok, not run")]
     assert result_names(["divergent", "not run"]) == {"corrupt", "not run"}  # the old name of corrupt
     with pytest.raises(InputError):
         result_names(["cleanish"])

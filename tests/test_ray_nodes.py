@@ -97,3 +97,42 @@ def test_cells_spread_over_nodes_and_a_lost_nodes_cell_is_retried(two_nodes, tmp
             assert nodes == [second.node_id, head], run.attempts  # lost on the second node, retried on the head
         else:
             assert nodes == [head], run.attempts
+
+
+def test_a_task_lost_past_its_retries_is_task_failed_and_the_next_sweep_runs_it_again(two_nodes, tmp_path: Path) -> None:
+    """With ``max_retries=0`` a node killed under a cell leaves Ray nothing to retry: the task
+    dies around the engine. That is recorded as ``task_failed`` (before 2026-12-05: the
+    engine's ``crashed``, a verdict the stack never earned), graded so, and the next sweep
+    without --rerun runs that cell again and keeps the first run; the cell whose engine
+    answered (``startup_failed``) is final and skipped."""
+    cluster, second = two_nodes
+    if second not in cluster.worker_nodes:  # the first test removed it
+        second = cluster.add_node(num_cpus=2, num_gpus=1, resources={"second_node": 1})
+        cluster.wait_for_nodes()
+    plan = expand(parse_spec(MATRIX, "ray.yaml"), "ray.yaml")
+    store = Store.open(tmp_path / "results.db")
+    killed: list[str] = []
+
+    def listen(cell_id: str, phase: str) -> None:
+        if phase.startswith("started on") and second.node_id[:8] in phase and not killed:
+            killed.append(cell_id)
+            threading.Timer(5, cluster.remove_node, args=(second,), kwargs={"allow_graceful": False}).start()
+
+    first = run_sweep(plan, store, store.create_sweep("ray", "ray.yaml", MATRIX), tmp_path / "logs",
+                      address=cluster.address, listener=listen, max_retries=0)
+    assert killed, "no cell was placed on the second node"
+    assert sorted(first.ran) == sorted(c.id for c in plan.cells)
+    lost, other = killed[0], next(c.id for c in plan.cells if c.id != killed[0])
+    run = store.latest_run(lost)
+    assert run.status == "task_failed" and run.signature.startswith("task failed: "), (run.status, run.signature)
+    assert [a["ray_node"] for a in run.attempts] == [second.node_id]
+    assert store.latest_grade(run.id).verdict == "task_failed"
+    assert store.latest_run(other).status == "startup_failed"
+
+    again = run_sweep(plan, store, store.create_sweep("ray", "ray.yaml", MATRIX), tmp_path / "logs",
+                      address=cluster.address)
+    assert again.ran == [lost] and again.skipped == [other]
+    rerun = store.latest_run(lost)
+    assert rerun.id != run.id and rerun.status == "startup_failed", (rerun.status, rerun.signature)
+    assert rerun.signature.startswith("argument error: unrecognized arguments: --no-such-flag-")
+    assert store.latest_grade(run.id).verdict == "task_failed"  # the first run is kept as it was

@@ -20,14 +20,17 @@ if TYPE_CHECKING:  # a type here only: read-only commands need the names, not th
 __all__ = ["LEGACY_VERDICTS", "RANK", "STATUSES", "VERDICTS", "Cell", "Direction", "Grade", "ModelRef", "RunOutcome", "digest", "direction"]
 
 # invalid: the knobs break a geometry rule (orchestrator/stack/geometry.py); no engine was started.
-Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid"]
+# task_failed: the cell's Ray task died around the engine (its worker or node lost past Ray's
+# retries, vmatrix not importable on the worker, a bug in vmatrix): it says nothing about
+# the stack, so it is never graded as the engine's crash, and `sweep run` runs it again.
+Status = Literal["ok", "startup_failed", "crashed", "timeout", "invalid", "task_failed"]
 # Stored grades may still say "divergent", the old name of "corrupt"; they read back as
 # "corrupt" (db.models.VerdictName).
 # partial: answers matched the control, but part of what the cell claims was not measured
 # (its coverage has an `unmeasured` item: say, no asked line inside a restored block), so
 # it is not shown as a bare clean.
 Verdict = Literal["clean", "partial", "degraded", "unexercised", "corrupt", "crashed", "startup_failed", "timeout", "invalid",
-                  "ungraded", "control"]
+                  "ungraded", "control", "task_failed"]
 # The same names as values, for code that checks or lists them (one vocabulary).
 STATUSES: tuple[str, ...] = get_args(Status)
 VERDICTS: tuple[str, ...] = get_args(Verdict)
@@ -39,8 +42,8 @@ LEGACY_VERDICTS: dict[str, str] = {"divergent": "corrupt"}
 # How good a result is, for which way it changed between two releases: answers right,
 # then right with part of the claim unmeasured, then right but not exercised, then
 # symptoms, then wrong answers, then no answers at all. `invalid` (the knobs break a
-# geometry rule) and `ungraded` (the control did not run) say nothing about the
-# release, and are not ranked.
+# geometry rule), `ungraded` (the control did not run) and `task_failed` (vmatrix's task
+# died, not the engine) say nothing about the release, and are not ranked.
 RANK: dict[str, int] = {"control": 0, "clean": 0, "partial": 1, "unexercised": 2, "degraded": 3, "corrupt": 4,
                         "crashed": 5, "startup_failed": 5, "timeout": 5}
 Direction = Literal["better", "worse", "changed"]

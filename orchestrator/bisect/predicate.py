@@ -88,6 +88,9 @@ class Predicate:
             # answered whether it crashes, diverges or is slow: judging it "good" for
             # `status == crashed` would point the search the wrong way.
             return "skip", "timeout before the engine was ready"
+        if obs.status == "task_failed" and self.value != "task_failed":
+            # vmatrix's task died around the engine: the version answered nothing.
+            return "skip", f"task_failed: {obs.signature or ''}".strip().rstrip(":")
         if obs.status == "invalid" and self.value != "invalid":
             # The knobs break a geometry rule on every version: nothing to learn here.
             return "skip", f"invalid: {obs.signature or ''}".strip().rstrip(":")

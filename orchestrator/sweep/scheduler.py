@@ -56,7 +56,9 @@ from vmatrix.orchestrator.sweep.run_cell import run_cell
 from vmatrix.progress import CANARY, SETUP, Step, StepReport, Throttle
 from vmatrix.records import ControlReference, Transcript
 
-FINAL = STATUSES  # every recorded status is final: a cell that has one is not run again
+# A cell whose newest run has one of these is not run again (without --rerun); a task that
+# died (`task_failed`) measured nothing about the stack, so its cell is.
+FINAL = tuple(s for s in STATUSES if s != "task_failed")
 
 
 @ray.remote
@@ -369,11 +371,12 @@ def run_sweep(
             try:
                 outcome = ray.get(ref)
             except ray.exceptions.RayError as exc:
-                # The task itself died (worker killed, node lost, a bug in vmatrix):
-                # still a recorded result, labelled so it is not blamed on the stack.
+                # The task itself died (worker killed, node lost past max_retries, vmatrix not
+                # importable on the worker, a bug in vmatrix): still recorded, under a status
+                # of its own so the table never shows it as the engine's crash.
                 cause = getattr(exc, "cause", None) or exc
                 now = time.time()
-                outcome = RunOutcome(cell.id, "crashed", now, now,
+                outcome = RunOutcome(cell.id, "task_failed", now, now,
                                      signature=f"task failed: {type(cause).__name__}: {cause}".splitlines()[0][:300],
                                      message=str(exc)[:2000])
             if broken := violations(cell.engine, cell.knobs):
