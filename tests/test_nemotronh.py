@@ -220,6 +220,61 @@ print(float((ours[0] - run(lambda *a, **k: b.chunk_scan(*a, **{**k, "chunk_size"
     assert 0 < float(out[1]) < 1e-3
 
 
+@pytest.mark.engine
+def test_the_builders_block_attention_is_sdpas_attention(tmp_path: Path) -> None:
+    """The builder trains its attention layer a block of queries at a time (sdpa's float32
+    scores of a 600-1,700-line batch took 14 GiB and killed the sixth pass); it must be the
+    same function as the sdpa attention transformers would use: outputs and every input's
+    gradient, causal without a mask and under a padding mask, with grouped keys (4 heads, 2
+    key heads) and a last block shorter than the others; and through the whole model, the
+    loss and every parameter's gradient on a padded batch. In the engine venv's transformers."""
+    python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
+    code = r"""
+import sys, types, torch
+sys.path.insert(0, sys.argv[1])
+import build_nemotronh as b
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+b.QUERY_BLOCK = 64
+g = torch.Generator().manual_seed(2)
+module = types.SimpleNamespace(num_key_value_groups=2, is_causal=True)
+pad = torch.ones(2, 300, dtype=torch.bool)
+pad[1, 230:] = False
+masks = {"causal": None, "padded": torch.tril(torch.ones(300, 300, dtype=torch.bool))[None, None] & pad[:, None, None, :]}
+worst = 0.0
+for name, mask in masks.items():
+    def run(f):
+        q = torch.randn(2, 4, 300, 16, generator=torch.Generator().manual_seed(3)).requires_grad_()
+        k = torch.randn(2, 2, 300, 16, generator=torch.Generator().manual_seed(4)).requires_grad_()
+        v = torch.randn(2, 2, 300, 16, generator=torch.Generator().manual_seed(5)).requires_grad_()
+        out, _ = f(module, q, k, v, mask, scaling=0.25)
+        out[:, :230].square().sum().backward()
+        return [out[:, :230], q.grad, k.grad, v.grad]
+    ours, theirs = run(b.block_attention), run(sdpa_attention_forward)
+    worst = max(worst, *(float((a - c).abs().max() / c.abs().max()) for a, c in zip(ours, theirs)))
+print(worst)
+args = types.SimpleNamespace(pattern="M-M-M-*-", hidden=64, state=128, mamba_heads=2, chunk=128, max_len=4096,
+                             decay="long")
+torch.manual_seed(0)
+model, _ = b.new_model(args, types.SimpleNamespace(convert_tokens_to_ids=lambda t: 1), 256)
+print(model.config._attn_implementation)
+ids = torch.randint(2, 250, (2, 300), generator=g)
+att = pad.long()
+def whole(impl):
+    model.set_attn_implementation(impl)
+    model.zero_grad()
+    loss = model(input_ids=ids, attention_mask=att, labels=ids.masked_fill(att == 0, -100)).loss
+    loss.backward()
+    return [loss.detach()] + [p.grad.clone() for p in model.parameters() if p.grad is not None]
+ours, theirs = whole(b.BLOCK_ATTENTION), whole("sdpa")
+print(len(ours), max(float((a - c).abs().max() / c.abs().max()) for a, c in zip(ours, theirs)))
+"""
+    out = subprocess.run([str(python), "-c", code, str(BUILDER.parent)], capture_output=True, text=True,
+                         check=True, env=ENV).stdout.split()
+    assert float(out[0]) < 1e-5, f"attention: relative difference {out[0]}"
+    assert out[1] == "vmatrix_blocks", "the builder's model does not train with block_attention"
+    assert int(out[2]) > 20 and float(out[3]) < 1e-4, f"model: {out[2]} tensors, relative difference {out[3]}"
+
+
 _DYING = r"""
 import runpy, sys, torch
 sys.path.insert(0, sys.argv[1])

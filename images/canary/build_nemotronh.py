@@ -150,6 +150,59 @@ def chunk_scan(hidden_states, dt, A, B, C, chunk_size, D=None, dt_bias=None, ini
     return (out, final_state) if return_final_states else out
 
 
+BLOCK_ATTENTION = "vmatrix_blocks"
+QUERY_BLOCK = 1024
+
+
+def block_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **_):
+    """transformers' sdpa attention (``sdpa_attention_forward``: softmax over the keys the mask
+    allows, causal when there is no mask), computed ``QUERY_BLOCK`` queries at a time, each
+    block recomputed in the backward (``checkpoint``): its memory is a block's scores, not
+    the whole square. The sixth pass's h16-s1 died at its first 600-1,700-line step asking
+    for 14.00 GiB (2026-12-05, sixth-pass-logs.tgz): batch 2 x 4 heads x ~21.7k^2 float32
+    scores, which sdpa materialises for a float32 query with a mask (no flash kernel takes
+    float32), three of them held for the backward beside 10k-tokens-a-document Mamba2
+    states. The result is the same function (tests/test_nemotronh.py compares values and
+    gradients with sdpa's); only the order of the float sums differs."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+    from transformers.integrations.sdpa_attention import repeat_kv
+
+    if dropout:
+        raise ValueError("block_attention: no dropout (the canary trains without)")
+    groups = getattr(module, "num_key_value_groups", 1)
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    q_len, k_len = query.shape[2], key.shape[2]
+    floor = torch.finfo(query.dtype).min
+
+    def one(q, key, value, start):
+        scores = torch.matmul(q, key.transpose(-1, -2)) * scale
+        if attention_mask is None:  # causal, the queries the last q_len positions (sdpa's is_causal)
+            rows = torch.arange(start, start + q.shape[2], device=q.device)[:, None] + (k_len - q_len)
+            scores = scores.masked_fill(torch.arange(k_len, device=q.device)[None, :] > rows, floor)
+        else:
+            mask = attention_mask[:, :, start:start + q.shape[2]]
+            scores = scores.masked_fill(~mask, floor) if mask.dtype == torch.bool else scores + mask
+        return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype), value)
+
+    out = [checkpoint(one, query[:, :, i:i + QUERY_BLOCK], key, value, i, use_reentrant=False)
+           if torch.is_grad_enabled() else one(query[:, :, i:i + QUERY_BLOCK], key, value, i)
+           for i in range(0, q_len, QUERY_BLOCK)]
+    return torch.cat(out, dim=2).transpose(1, 2).contiguous(), None
+
+
+def use_block_attention(model) -> None:
+    """Train and report ``model`` with :func:`block_attention`, sdpa's masks (the registered
+    name is kept out of the config vLLM reads: ``save`` drops ``_attn_implementation``)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(BLOCK_ATTENTION, block_attention)
+    AttentionMaskInterface.register(BLOCK_ATTENTION, sdpa_mask)
+    model.set_attn_implementation(BLOCK_ATTENTION)
+
+
 def use_einsum_scan() -> None:
     """Make transformers' Nemotron-H mixer train with ``chunk_scan`` (its forward calls the
     module's ``mamba2_chunk_scan`` by name)."""
@@ -175,6 +228,7 @@ def new_model(args, tokenizer, vocab_size: int):
     use_einsum_scan()
     cfg = config(args, tokenizer, vocab_size)
     model = NemotronHForCausalLM(cfg).to(torch.float32)
+    use_block_attention(model)
     with torch.no_grad():
         for mixer in mamba_mixers(model):
             if args.decay == "long":
