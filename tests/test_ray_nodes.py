@@ -69,19 +69,25 @@ def two_nodes():
         mp.undo()
 
 
+def _kill_when_started(cluster, node, killed: list[str]):
+    """A sweep listener that kills ``node`` a few seconds into the first cell placed on it (mid
+    engine start), once, and notes that cell in ``killed``."""
+
+    def listen(cell_id: str, phase: str) -> None:
+        if phase.startswith("started on") and node.node_id[:8] in phase and not killed:
+            killed.append(cell_id)
+            threading.Timer(5, cluster.remove_node, args=(node,), kwargs={"allow_graceful": False}).start()
+
+    return listen
+
+
 def test_cells_spread_over_nodes_and_a_lost_nodes_cell_is_retried(two_nodes, tmp_path: Path) -> None:
     cluster, second = two_nodes
     plan = expand(parse_spec(MATRIX, "ray.yaml"), "ray.yaml")
     assert len(plan.cells) == 2
     store = Store.open(tmp_path / "results.db")
     killed: list[str] = []
-
-    def listen(cell_id: str, phase: str) -> None:
-        # Kill the second node a few seconds into its cell (mid engine start), once.
-        if phase.startswith("started on") and second.node_id[:8] in phase and not killed:
-            killed.append(cell_id)
-            threading.Timer(5, cluster.remove_node, args=(second,), kwargs={"allow_graceful": False}).start()
-
+    listen = _kill_when_started(cluster, second, killed)
     result = run_sweep(plan, store, store.create_sweep("ray", "ray.yaml", MATRIX), tmp_path / "logs",
                        address=cluster.address, listener=listen)
     head = cluster.head_node.node_id
@@ -112,12 +118,7 @@ def test_a_task_lost_past_its_retries_is_task_failed_and_the_next_sweep_runs_it_
     plan = expand(parse_spec(MATRIX, "ray.yaml"), "ray.yaml")
     store = Store.open(tmp_path / "results.db")
     killed: list[str] = []
-
-    def listen(cell_id: str, phase: str) -> None:
-        if phase.startswith("started on") and second.node_id[:8] in phase and not killed:
-            killed.append(cell_id)
-            threading.Timer(5, cluster.remove_node, args=(second,), kwargs={"allow_graceful": False}).start()
-
+    listen = _kill_when_started(cluster, second, killed)
     first = run_sweep(plan, store, store.create_sweep("ray", "ray.yaml", MATRIX), tmp_path / "logs",
                       address=cluster.address, listener=listen, max_retries=0)
     assert killed, "no cell was placed on the second node"
