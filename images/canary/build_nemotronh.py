@@ -156,14 +156,11 @@ QUERY_BLOCK = 1024
 
 def block_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **_):
     """transformers' sdpa attention (``sdpa_attention_forward``: softmax over the keys the mask
-    allows, causal when there is no mask), computed ``QUERY_BLOCK`` queries at a time, each
-    block recomputed in the backward (``checkpoint``): its memory is a block's scores, not
-    the whole square. The sixth pass's h16-s1 died at its first 600-1,700-line step asking
-    for 14.00 GiB (2026-12-05, sixth-pass-logs.tgz): batch 2 x 4 heads x ~21.7k^2 float32
-    scores, which sdpa materialises for a float32 query with a mask (no flash kernel takes
-    float32), three of them held for the backward beside 10k-tokens-a-document Mamba2
-    states. The result is the same function (tests/test_nemotronh.py compares values and
-    gradients with sdpa's); only the order of the float sums differs."""
+    allows, causal without one), ``QUERY_BLOCK`` queries at a time, each block recomputed in
+    the backward: its memory is a block's scores, not the square. The sixth pass's h16-s1 died
+    at its first 600-1,700-line step asking for 14.00 GiB (sixth-pass-logs.tgz), batch 2 x 4
+    heads x ~21.7k^2 float32 scores (docs/BENCHMARKS.md). The same function
+    (tests/test_nemotronh.py compares values and gradients with sdpa's)."""
     import torch
     from torch.utils.checkpoint import checkpoint
     from transformers.integrations.sdpa_attention import repeat_kv
@@ -193,8 +190,8 @@ def block_attention(module, query, key, value, attention_mask, dropout=0.0, scal
 
 
 def use_block_attention(model) -> None:
-    """Train and report ``model`` with :func:`block_attention`, sdpa's masks (the registered
-    name is kept out of the config vLLM reads: ``save`` drops ``_attn_implementation``)."""
+    """Train and report ``model`` with :func:`block_attention` and sdpa's masks (``save``
+    keeps the name out of the config vLLM reads)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
