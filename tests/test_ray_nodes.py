@@ -124,6 +124,7 @@ def test_a_task_lost_past_its_retries_is_task_failed_and_the_next_sweep_runs_it_
     assert killed, "no cell was placed on the second node"
     assert sorted(first.ran) == sorted(c.id for c in plan.cells)
     lost, other = killed[0], next(c.id for c in plan.cells if c.id != killed[0])
+    assert first.task_failed == [lost]
     run = store.latest_run(lost)
     assert run.status == "task_failed" and run.signature.startswith("task failed: "), (run.status, run.signature)
     assert [a["ray_node"] for a in run.attempts] == [second.node_id]
@@ -132,7 +133,7 @@ def test_a_task_lost_past_its_retries_is_task_failed_and_the_next_sweep_runs_it_
 
     again = run_sweep(plan, store, store.create_sweep("ray", "ray.yaml", MATRIX), tmp_path / "logs",
                       address=cluster.address)
-    assert again.ran == [lost] and again.skipped == [other]
+    assert again.ran == [lost] and again.skipped == [other] and again.task_failed == []
     rerun = store.latest_run(lost)
     assert rerun.id != run.id and rerun.status == "startup_failed", (rerun.status, rerun.signature)
     assert rerun.signature.startswith("argument error: unrecognized arguments: --no-such-flag-")

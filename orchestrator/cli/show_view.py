@@ -27,7 +27,8 @@ from vmatrix.records import FOLLOWS_CELLS
 
 # partial: not clean's green; a verdict to read the reasons of (listed under it).
 VERDICT_STYLE = {"clean": "green", "partial": "bold yellow3", "control": "cyan", "degraded": "yellow",
-                 "corrupt": "bold red", "crashed": "bold red", "unexercised": "yellow"}
+                 "corrupt": "bold red", "crashed": "bold red", "unexercised": "yellow",
+                 "task_failed": "dim"}  # vmatrix's task died: not the stack's result
 
 
 def _ms(seconds: float | None) -> str:

@@ -179,6 +179,7 @@ class SweepResult:
     repeats: dict[str, int] = field(default_factory=dict)  # control -> run id of its noise-floor repeat
     # control -> run ids of its runs laid out on a block its cells' engines chose
     follow_ups: dict[str, list[int]] = field(default_factory=dict)
+    task_failed: list[str] = field(default_factory=list)  # cells whose task died: the next sweep runs them
 
 
 Listener = Callable[[str, str], None]  # (cell_id, phase or final verdict)
@@ -385,6 +386,8 @@ def run_sweep(
                 outcome.message = f"{note}; {outcome.message}" if outcome.message else note
             outcome.attempts = task_attempts.get(task_of[ref], [])
             run_id = store.record_run(sweep_id, outcome)
+            if outcome.status == "task_failed":
+                result.task_failed.append(cell.id)
             if ref in follow_refs:
                 result.follow_ups.setdefault(cell.id, []).append(run_id)
             elif cell.id in result.run_ids or cell.id in result.skipped:
