@@ -211,7 +211,7 @@ def sweep_run(
     console.print(f"sweep {sweep_id}: ran {len(result.ran)} cells, skipped {len(result.skipped)} already recorded")
     if result.task_failed:
         console.print(f"  {len(result.task_failed)} cell task(s) died around the engine (task_failed: nothing "
-                      f"measured); `vmatrix sweep run {matrix}` runs them again")
+                      "measured); this command again, without --rerun, runs just those")
     if followed := sum(len(runs) for runs in result.follow_ups.values()):
         console.print(f"  and {followed} control run(s) laid out on the block a cell's engine chose (docs/GRADING.md)")
     axes = [name for name, values in plan.spec.axes if values is not None]
