@@ -14,6 +14,11 @@ call continues them (``--from`` a folder holding those tars).
 Each candidate: a name, then the builder's arguments (images/canary/build_canary.py, or
 ``--builder``'s; ``--device cuda`` is added); its log is ``train.log`` in its folder. The
 host needs torch and transformers.
+
+``--finish-file``: once it exists, each running candidate is stopped and started again
+with its recipe cut where it stood (``cut_recipe``), so it goes on to its MTP head and its
+report and comes back a finished build: a lease ends at a time, not at a step count, and a
+stage's speed beside a lease's engines is not known in advance.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -42,6 +48,8 @@ class Candidate:
     proc: subprocess.Popen | None = None
     last: dict = field(default_factory=dict)
     escaped_at: float | None = None
+    finishing: bool = False  # stopped to be cut (--finish-file)
+    cut: bool = False  # started again with its recipe cut
 
     def read(self) -> None:
         """The newest progress record, and whether the first stage ended by its ``until``."""
@@ -65,6 +73,38 @@ class Candidate:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def to_cut(self) -> bool:
+        """Stopped for --finish-file, saved, and not yet started again."""
+        return (self.finishing and not self.cut and self.proc is not None and not self.running()
+                and (self.folder / "resume.pt").is_file())
+
+    def stopped(self) -> dict:
+        """The progress the builder printed when it stopped (its last ``{"stopped": ...}`` line)."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return next(json.loads(line)["stopped"] for line in reversed(lines) if line.startswith('{"stopped"'))
+
+    def start(self, builder: Path, device: str, env: dict[str, str]) -> None:
+        resume = ["--resume"] if (self.folder / "resume.pt").is_file() else []
+        self.folder.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, str(builder), str(self.folder), "--device", device, *self.args, *resume]
+        with self.log.open("a") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        print(f"{self.name}: started{' (resumed)' if resume else ''}", flush=True)
+
+
+def cut_recipe(args: list[str], stopped: dict) -> list[str]:
+    """The builder's arguments with every training stage it had not ended cut to the steps it
+    ran (a stage it had not begun to 0), so that ``--resume`` goes straight to the MTP
+    stages, which are kept whole (a head stopped part-way trains on to its end), and then
+    the report. The builders hold a stopped build to be "its recipe cut there"."""
+    out, stage = list(args), 0
+    for i, flag in enumerate(args[:-1]):
+        if flag == "--stage":
+            if not stopped["ended"]["train"][stage]:
+                out[i + 1] = re.sub(r"\bsteps=\d+", f"steps={stopped['train'][stage]}", args[i + 1])
+            stage += 1
+    return out
+
 
 def main() -> None:
     p = argparse.ArgumentParser()
@@ -77,6 +117,8 @@ def main() -> None:
     p.add_argument("--builder", type=Path, default=BUILDER, help="the canary builder the candidates run")
     p.add_argument("--stop-file", type=Path, default=None,
                    help="stop as at the deadline once this file exists (a run in the background, ended from a later call)")
+    p.add_argument("--finish-file", type=Path, default=None,
+                   help="once this file exists, cut each candidate's recipe where it stands: its MTP head and report next")
     p.add_argument("--from", dest="origin", type=Path, default=None, help="folder of NAME.tar from an earlier call")
     a = p.parse_args()
     t0 = time.time()
@@ -100,25 +142,30 @@ def main() -> None:
         escaped = [c for c in back if c.escaped_at is not None]
         cands = escaped or back
     for c in cands:
-        resume = ["--resume"] if (c.folder / "resume.pt").is_file() else []
-        if not resume and (c.folder / "model.safetensors").is_file():
+        if not (c.folder / "resume.pt").is_file() and (c.folder / "model.safetensors").is_file():
             # Finished in an earlier call (the builder writes the weights last and removes
             # resume.pt): its folder comes back as it is, not trained again from scratch.
             print(f"{c.name}: finished earlier", flush=True)
             continue
-        c.folder.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, str(a.builder), str(c.folder), "--device", a.device, *c.args, *resume]
-        with c.log.open("a") as log:
-            c.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-        print(f"{c.name}: started{' (resumed)' if resume else ''}", flush=True)
+        c.start(a.builder, a.device, env)
     shown = 0.0
     stopped_at: float | None = None
-    while any(c.running() for c in cands):
+    while any(c.running() or c.to_cut() for c in cands):
         time.sleep(2)
         now = time.time()
         for c in cands:
             c.read()
         stop = now - t0 > a.deadline or (a.stop_file is not None and a.stop_file.exists())
+        if not stop and a.finish_file is not None and a.finish_file.exists():
+            for c in cands:
+                if c.running() and not c.finishing:
+                    c.finishing = True
+                    c.proc.send_signal(signal.SIGTERM)
+                elif c.to_cut():
+                    c.args, c.cut = cut_recipe(c.args, c.stopped()), True
+                    print(f"{c.name}: cut to {[c.args[i + 1] for i, f in enumerate(c.args) if f == '--stage']}",
+                          flush=True)
+                    c.start(a.builder, a.device, env)
         first = min((c.escaped_at for c in cands if c.escaped_at), default=None)
         for c in cands:
             late = first is not None and c.escaped_at is None and now - first > a.grace
