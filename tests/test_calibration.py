@@ -121,6 +121,29 @@ def test_noise_floor_is_stored_with_the_sweep_and_used_by_the_grader(tmp_path: P
     assert first != repeat
 
 
+def test_a_control_whose_newest_task_failed_grades_with_its_run_before(tmp_path: Path, recorded_runs: Runs) -> None:
+    """A control run whose Ray task died around the engine (`task_failed`) says nothing of
+    the control's stack: its cells grade against the control's run before it. A newest run
+    the engine failed (`crashed`) still leaves them ungraded, and so does a control that has
+    only task_failed runs."""
+    plan, store, sweep = _cal_store(tmp_path)
+    control, cell = plan.cells
+    grading = plan.spec.grading.model_copy(update={"calibrate": False})
+    outcome = _outcome(cell.id, recorded_runs["patched-prefix-caching"])
+    now = time.time()
+    lost = RunOutcome(control.id, "task_failed", now, now + 1, signature="task failed: node died")
+    store.record_run(sweep, lost)
+    alone = grade_cell(store, cell, outcome, grading, sweep)
+    assert alone.verdict == "ungraded" and alone.summary == "control task_failed: task failed: node died"
+    ok = store.record_run(sweep, replace(_outcome(control.id, recorded_runs["patched-control"]),
+                                         started_at=now + 2, finished_at=now + 3))
+    store.record_run(sweep, replace(lost, started_at=now + 4, finished_at=now + 5))
+    graded = grade_cell(store, cell, outcome, grading, sweep)
+    assert graded.verdict == "degraded" and graded.control_run_id == ok, graded.summary
+    store.record_run(sweep, RunOutcome(control.id, "crashed", now + 6, now + 7, signature="engine died"))
+    assert grade_cell(store, cell, outcome, grading, sweep).summary == "control crashed: engine died"
+
+
 def test_grade_cell_tells_the_grader_what_the_cell_exercised(tmp_path: Path, recorded_runs: Runs) -> None:
     """Recorded prefix-caching run of the stock engine: clean with its hits counted;
     the same run with the hit counters taken out (by hand) is unexercised."""
