@@ -388,13 +388,12 @@ class Store:
 
     def grading_read(self, control_cell_id: str, sweep_id: int | None = None,
                      sibling_cell_id: str | None = None, requests_digest: str | None = None) -> GradingRead:
-        """Everything grading a cell reads, in one session: the control's newest run (with
-        ``requests_digest``, a shaped cell's requests: its newest ok run that sent them, if
-        any; a newest `task_failed` run passed over for the one before) and its transcript if ok, the sweep's noise floor for it (``sweep_id`` given),
-        and the newest run of ``sibling_cell_id`` with its transcript if ok."""
+        """Everything grading a cell reads, in one session: the control's newest run not `task_failed` (with
+        ``requests_digest``: its newest ok run that sent those, if any) and its transcript if ok, the sweep's
+        noise floor for it (``sweep_id`` given), the newest run of ``sibling_cell_id`` and its transcript if ok."""
         with self.session() as session:
             sent = _ok_run_sending(session, control_cell_id, requests_digest) if requests_digest else None
-            control = sent or _latest_engine_run(session, control_cell_id) or _latest_run(session, control_cell_id)
+            control = sent or _latest_run(session, control_cell_id, True) or _latest_run(session, control_cell_id)
             sibling = _latest_run(session, sibling_cell_id) if sibling_cell_id else None
             measured = _noise_floor(session, sweep_id, control_cell_id) if sweep_id is not None else None
             return GradingRead(
@@ -445,16 +444,9 @@ class Store:
             return _noise_floor(session, sweep_id, control_cell_id)
 
 
-def _latest_run(session: Session, cell_id: str) -> Run | None:
-    return session.scalars(select(Run).where(Run.cell_id == cell_id).order_by(*latest_first()).limit(1)).first()
-
-
-def _latest_engine_run(session: Session, cell_id: str) -> Run | None:
-    """The cell's newest run that says something of its engine: a `task_failed` run (its Ray
-    task died around the engine) does not, so an older run of the control still grades the
-    cells until the control runs again."""
-    return session.scalars(select(Run).where(Run.cell_id == cell_id, Run.status != "task_failed")
-                           .order_by(*latest_first()).limit(1)).first()
+def _latest_run(session: Session, cell_id: str, engine: bool = False) -> Run | None:
+    only = [Run.status != "task_failed"] if engine else []
+    return session.scalars(select(Run).where(Run.cell_id == cell_id, *only).order_by(*latest_first()).limit(1)).first()
 
 
 def _ok_runs(cell_id: str) -> Any:
