@@ -19,6 +19,12 @@ host needs torch and transformers.
 with its recipe cut where it stood (``cut_recipe``), so it goes on to its MTP head and its
 report and comes back a finished build: a lease ends at a time, not at a step count, and a
 stage's speed beside a lease's engines is not known in advance.
+
+``--save-every``: every so many seconds each build is stopped, its folder (with resume.pt)
+written to ``OUT/NAME.tar`` and the build resumed, so a poll call can send a stage in
+progress back (benchmarks/gpu_lease_out.sh): a lent host that stops answering takes only
+what came after (2026-12-05: one took two builders' ~9 minutes, no stage ended). Each resume
+starts AdamW's moments afresh behind a 50-step warm-up, as any ``--resume`` does.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ class Candidate:
     last: dict = field(default_factory=dict)
     escaped_at: float | None = None
     finishing: bool = False  # stopped to be cut (--finish-file)
+    saving: bool = False  # stopped to be saved and resumed (--save-every)
+    started_at: float = 0.0
     cut: bool = False  # started again with its recipe cut
 
     def read(self) -> None:
@@ -78,6 +86,16 @@ class Candidate:
         return (self.finishing and not self.cut and self.proc is not None and not self.running()
                 and (self.folder / "resume.pt").is_file())
 
+    def to_save(self) -> bool:
+        """Stopped for --save-every, saved, and not yet resumed."""
+        return self.saving and not self.running() and (self.folder / "resume.pt").is_file()
+
+    def tar(self, out: Path) -> None:
+        part = out / f"{self.name}.tar.part"
+        with tarfile.open(part, "w") as tar:
+            tar.add(self.folder, arcname=self.folder.name)
+        part.replace(out / f"{self.name}.tar")  # a poll call never sends half a tar
+
     def stopped(self) -> dict:
         """The progress the builder printed when it stopped (its last ``{"stopped": ...}`` line)."""
         lines = self.log.read_text(errors="replace").splitlines()
@@ -89,6 +107,7 @@ class Candidate:
         argv = [sys.executable, str(builder), str(self.folder), "--device", device, *self.args, *resume]
         with self.log.open("a") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.started_at, self.saving = time.time(), False
         print(f"{self.name}: started{' (resumed)' if resume else ''}", flush=True)
 
 
@@ -119,6 +138,8 @@ def main() -> None:
                    help="stop as at the deadline once this file exists (a run in the background, ended from a later call)")
     p.add_argument("--finish-file", type=Path, default=None,
                    help="once this file exists, cut each candidate's recipe where it stands: its MTP head and report next")
+    p.add_argument("--save-every", type=float, default=None,
+                   help="seconds: stop, tar (OUT/NAME.tar) and resume each build this often")
     p.add_argument("--from", dest="origin", type=Path, default=None, help="folder of NAME.tar from an earlier call")
     a = p.parse_args()
     t0 = time.time()
@@ -150,7 +171,8 @@ def main() -> None:
         c.start(a.builder, a.device, env)
     shown = 0.0
     stopped_at: float | None = None
-    while any(c.running() or c.to_cut() for c in cands):
+    stop = False
+    while any(c.running() or c.to_cut() or (c.to_save() and not stop) for c in cands):
         time.sleep(2)
         now = time.time()
         for c in cands:
@@ -166,6 +188,14 @@ def main() -> None:
                     print(f"{c.name}: cut to {[c.args[i + 1] for i, f in enumerate(c.args) if f == '--stage']}",
                           flush=True)
                     c.start(a.builder, a.device, env)
+        for c in cands if a.save_every and not stop else []:
+            if c.running() and not (c.finishing or c.saving) and now - c.started_at > a.save_every:
+                c.saving = True
+                c.proc.send_signal(signal.SIGTERM)
+            elif c.to_save():
+                c.tar(a.out)
+                print(f"{c.name}: saved to {a.out / c.name}.tar", flush=True)
+                c.start(a.builder, a.device, env)
         first = min((c.escaped_at for c in cands if c.escaped_at), default=None)
         for c in cands:
             late = first is not None and c.escaped_at is None and now - first > a.grace
@@ -192,8 +222,7 @@ def main() -> None:
         if report.is_file():
             summary[c.name]["report"] = json.loads(report.read_text())
         if c.folder.is_dir():
-            with tarfile.open(a.out / f"{c.name}.tar", "w") as tar:
-                tar.add(c.folder, arcname=c.folder.name)
+            c.tar(a.out)
     (a.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=1))
 

@@ -19,7 +19,12 @@ fi
 rm -rf "$coll"
 if [ -n "$train" ] && [ -d "$train" ]; then
   tar -czf "$out/train-logs.tgz" "$train"/*.log "$train"/out/summary.json /tmp/canary-*/train.log 2>/dev/null
-  if [ -f "$train/out/summary.json" ]; then
+  if [ ! -f "$train/out/summary.json" ]; then
+    # Still training: the newest --save-every tars (resume.pt inside), for `canary_gpu.py --from`.
+    ls -t "$train"/out/*.tar 2>/dev/null | head -n 3 | while read -r t; do
+      [ "$(stat -c %s "$t")" -lt 16000000 ] && cp "$t" "$out/"
+    done
+  else
     python3 - "$train/out" "$out" <<'EOF'
 import json, shutil, sys
 from pathlib import Path

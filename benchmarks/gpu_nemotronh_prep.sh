@@ -4,7 +4,9 @@
 # benchmarks/nemotronh-resume/n1c-field-bugs-gpu.yaml's header says) and a canary pass in the
 # background (benchmarks/canary_gpu.py with --stop-file and --finish-file: a later call touches
 # FINISH, which cuts each build's recipe where it stands so that it finishes (MTP head, report)
-# in ~2 minutes, or STOP, which stops them as they are; then it collects).
+# in ~2 minutes, or STOP, which stops them as they are; then it collects). Every 7 minutes each
+# build is saved to /root/nemo/train/out/NAME.tar and resumed (--save-every), and every poll
+# call's gpu_lease_out.sh sends the newest back: a host lost mid-stage loses 7 minutes at most.
 #   bash benchmarks/gpu_nemotronh_prep.sh N1C_TAR PLAN [BUILD_TAR ...]
 # N1C_TAR: n1c-final.tar; PLAN: a pass's plan file; each BUILD_TAR (a build folder canary-NAME/:
 # h16-s1-seventh.tar holds canary-h16-s1/) is unpacked to /root/nemo/NAME for the plan's
@@ -30,5 +32,5 @@ done
 cd "$repo"
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True setsid nohup python3 benchmarks/canary_gpu.py /root/nemo/train/out \
   --builder images/canary/build_nemotronh.py --plan "$plan" --deadline 1700 --grace 100000 \
-  --stop-file /root/nemo/STOP --finish-file /root/nemo/FINISH >/root/nemo/train/gpu.log 2>&1 </dev/null &
+  --stop-file /root/nemo/STOP --finish-file /root/nemo/FINISH --save-every 420 >/root/nemo/train/gpu.log 2>&1 </dev/null &
 sleep 20; tail -n 5 /root/nemo/train/gpu.log; nvidia-smi --query-gpu=memory.used --format=csv || true

@@ -85,3 +85,30 @@ def test_the_finish_file_turns_a_build_in_its_long_stage_into_a_finished_build(t
         assert (folder / "model.safetensors").is_file() and not (folder / "resume.pt").exists()
     finally:
         subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+@pytest.mark.engine
+def test_save_every_writes_the_build_in_progress_and_resumes_it(tmp_path: Path) -> None:
+    """--save-every: the trainer stops the build every 15 s, writes its folder (resume.pt in
+    it) to OUT/NAME.tar and resumes it, so a poll call can send back a stage that has not
+    ended; the build trains on after each save (its steps at the deadline's stop are past
+    those of the first save)."""
+    python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
+    name = f"save-{uuid.uuid4().hex[:8]}"
+    folder = Path(f"/tmp/canary-{name}")
+    plan = tmp_path / "plan.txt"
+    plan.write_text(f"{name} --seed 0 --hidden 64 --mamba-heads 2 --vocab 256 --report-lengths 300 "
+                    "--stage 'lines=2-4 batch=2 steps=100000 lr=1e-3'\n")
+    try:
+        proc = subprocess.run([str(python), str(TRAINER), str(tmp_path / "out"), "--builder", str(NEMOTRONH_BUILDER),
+                               "--plan", str(plan), "--device", "cpu", "--deadline", "90", "--save-every", "15"],
+                              capture_output=True, text=True, env=ENV, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert f"{name}: saved to" in proc.stdout and f"{name}: started (resumed)" in proc.stdout, proc.stdout[-2000:]
+        stops = [json.loads(line)["stopped"]["train"][0] for line in (folder / "train.log").read_text().splitlines()
+                 if line.startswith('{"stopped"')]
+        assert len(stops) >= 2 and stops[-1] > stops[0] > 0, stops
+        assert "resume.pt" in subprocess.run(["tar", "-tf", str(tmp_path / "out" / f"{name}.tar")],
+                                             capture_output=True, text=True, check=True).stdout
+    finally:
+        subprocess.run(["rm", "-rf", str(folder)], check=False)
