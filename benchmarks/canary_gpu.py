@@ -54,8 +54,8 @@ class Candidate:
     proc: subprocess.Popen | None = None
     last: dict = field(default_factory=dict)
     escaped_at: float | None = None
-    finishing: bool = False  # stopped to be cut (--finish-file)
-    saving: bool = False  # stopped to be saved and resumed (--save-every)
+    # Why the trainer stopped it to start it again: "cut" (--finish-file) or "save" (--save-every).
+    pending: str | None = None
     started_at: float = 0.0
     cut: bool = False  # started again with its recipe cut
 
@@ -81,14 +81,13 @@ class Candidate:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def to_cut(self) -> bool:
-        """Stopped for --finish-file, saved, and not yet started again."""
-        return (self.finishing and not self.cut and self.proc is not None and not self.running()
-                and (self.folder / "resume.pt").is_file())
+    def waiting(self) -> bool:
+        """Stopped by the trainer to be started again (``pending``), and saved."""
+        return self.pending is not None and not self.running() and (self.folder / "resume.pt").is_file()
 
-    def to_save(self) -> bool:
-        """Stopped for --save-every, saved, and not yet resumed."""
-        return self.saving and not self.running() and (self.folder / "resume.pt").is_file()
+    def stop_to_restart(self, why: str) -> None:
+        self.pending = why
+        self.proc.send_signal(signal.SIGTERM)  # saves resume.pt after its step
 
     def tar(self, out: Path) -> None:
         part = out / f"{self.name}.tar.part"
@@ -107,7 +106,7 @@ class Candidate:
         argv = [sys.executable, str(builder), str(self.folder), "--device", device, *self.args, *resume]
         with self.log.open("a") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self.started_at, self.saving = time.time(), False
+        self.started_at, self.pending = time.time(), None
         print(f"{self.name}: started{' (resumed)' if resume else ''}", flush=True)
 
 
@@ -172,29 +171,27 @@ def main() -> None:
     shown = 0.0
     stopped_at: float | None = None
     stop = False
-    while any(c.running() or c.to_cut() or (c.to_save() and not stop) for c in cands):
+    # A build waiting to be started again is left as it is once everything stops.
+    while any(c.running() or (c.waiting() and not stop) for c in cands):
         time.sleep(2)
         now = time.time()
         for c in cands:
             c.read()
         stop = now - t0 > a.deadline or (a.stop_file is not None and a.stop_file.exists())
-        if not stop and a.finish_file is not None and a.finish_file.exists():
-            for c in cands:
-                if c.running() and not c.finishing:
-                    c.finishing = True
-                    c.proc.send_signal(signal.SIGTERM)
-                elif c.to_cut():
+        finish = a.finish_file is not None and a.finish_file.exists()
+        for c in cands if not stop else []:
+            if c.running() and finish and not c.cut and c.pending != "cut":
+                c.stop_to_restart("cut")
+            elif c.running() and a.save_every and c.pending is None and now - c.started_at > a.save_every:
+                c.stop_to_restart("save")
+            elif c.waiting():
+                if finish and not c.cut:  # also one stopped to be saved when the file came
                     c.args, c.cut = cut_recipe(c.args, c.stopped()), True
                     print(f"{c.name}: cut to {[c.args[i + 1] for i, f in enumerate(c.args) if f == '--stage']}",
                           flush=True)
-                    c.start(a.builder, a.device, env)
-        for c in cands if a.save_every and not stop else []:
-            if c.running() and not (c.finishing or c.saving) and now - c.started_at > a.save_every:
-                c.saving = True
-                c.proc.send_signal(signal.SIGTERM)
-            elif c.to_save():
-                c.tar(a.out)
-                print(f"{c.name}: saved to {a.out / c.name}.tar", flush=True)
+                else:
+                    c.tar(a.out)
+                    print(f"{c.name}: saved to {a.out / c.name}.tar", flush=True)
                 c.start(a.builder, a.device, env)
         first = min((c.escaped_at for c in cands if c.escaped_at), default=None)
         for c in cands:

@@ -20,7 +20,8 @@ rm -rf "$coll"
 if [ -n "$train" ] && [ -d "$train" ]; then
   tar -czf "$out/train-logs.tgz" "$train"/*.log "$train"/out/summary.json /tmp/canary-*/train.log 2>/dev/null
   if [ ! -f "$train/out/summary.json" ]; then
-    # Still training: the newest --save-every tars (resume.pt inside), for `canary_gpu.py --from`.
+    # Still training: the newest --save-every tars (resume.pt inside); a fresh host resumes them
+    # (canary_gpu.py --from, or as a BUILD_TAR of gpu_nemotronh_prep.sh).
     ls -t "$train"/out/*.tar 2>/dev/null | head -n 3 | while read -r t; do
       [ "$(stat -c %s "$t")" -lt 16000000 ] && cp "$t" "$out/"
     done

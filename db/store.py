@@ -393,7 +393,7 @@ class Store:
         noise floor for it (``sweep_id`` given), the newest run of ``sibling_cell_id`` and its transcript if ok."""
         with self.session() as session:
             sent = _ok_run_sending(session, control_cell_id, requests_digest) if requests_digest else None
-            control = sent or _latest_run(session, control_cell_id, True) or _latest_run(session, control_cell_id)
+            control = sent or _latest_run(session, control_cell_id, engine=True) or _latest_run(session, control_cell_id)
             sibling = _latest_run(session, sibling_cell_id) if sibling_cell_id else None
             measured = _noise_floor(session, sweep_id, control_cell_id) if sweep_id is not None else None
             return GradingRead(
