@@ -96,9 +96,11 @@ class Candidate:
         part.replace(out / f"{self.name}.tar")  # a poll call never sends half a tar
 
     def stopped(self) -> dict:
-        """The progress the builder printed when it stopped (its last ``{"stopped": ...}`` line)."""
-        lines = self.log.read_text(errors="replace").splitlines()
-        return next(json.loads(line)["stopped"] for line in reversed(lines) if line.startswith('{"stopped"'))
+        """Where the saved build stands: resume.pt's progress (not the log's last "stopped"
+        line, which a builder killed after a stage-end save never printed)."""
+        import torch
+
+        return torch.load(self.folder / "resume.pt", map_location="cpu", weights_only=False)["progress"]
 
     def start(self, builder: Path, device: str, env: dict[str, str]) -> None:
         resume = ["--resume"] if (self.folder / "resume.pt").is_file() else []
