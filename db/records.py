@@ -1,16 +1,22 @@
 """What the results DB keeps of a bisect, a `vmatrix fixes` search and a shrink, as the
-values their writers append (db/store.py) and their views read."""
+values their writers append (db/store.py) and their views read; and the values the store's
+grading reads return."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmatrix.db.models import (
     BisectRow,
     FixesRow,
+    Run,
     ShrinkRow,
 )
+from vmatrix.records import Transcript
+
+if TYPE_CHECKING:
+    from vmatrix.jobs.noise import NoiseFloor
 
 
 @dataclass(frozen=True)
@@ -96,3 +102,30 @@ class ShrinkRecord:
     @classmethod
     def from_row(cls, row: ShrinkRow) -> ShrinkRecord:
         return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class GradingRead:
+    """What grading one cell reads from the store, in one session (:meth:`Store.grading_read`):
+    its control's newest run, that run's transcript when it finished ok, the noise floor the
+    sweep measured for the control, and the newest run of the cell's sibling without
+    speculative decoding with its transcript (vLLM issue 45238's finding reads its hits)."""
+
+    control: Run | None = None
+    control_transcript: Transcript | None = None
+    floor: NoiseFloor | None = None
+    sibling: Run | None = None
+    sibling_transcript: Transcript | None = None
+
+
+@dataclass(frozen=True)
+class CellStanding:
+    """Where a cell stands in the store when a sweep plans its runs and late grades
+    (:meth:`Store.standings`): its newest run, that run's newest verdict, how many runs
+    finished ok (up to two: a noise floor's pair), and whether the sweep has measured its
+    noise floor (a control's)."""
+
+    latest: Run | None = None
+    verdict: str | None = None
+    ok_count: int = 0
+    has_floor: bool = False

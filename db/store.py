@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from vmatrix.db.models import (
     newest_grade_of,
 )
 from vmatrix.db.reads import ReadConn, placeholder_for, refuse_archive
-from vmatrix.db.records import BisectRecord, FixesRecord, ShrinkRecord
+from vmatrix.db.records import BisectRecord, CellStanding, FixesRecord, GradingRead, ShrinkRecord
 from vmatrix.db.revision import HEAD_REVISION
 from vmatrix.db.samples import summary_row
 from vmatrix.errors import StoreError
@@ -100,33 +100,6 @@ def to_url(url_or_path: str | Path) -> URL:
     path = Path(url_or_path).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     return URL.create("sqlite", database=str(path))
-
-
-@dataclass(frozen=True)
-class GradingRead:
-    """What grading one cell reads from the store, in one session (:meth:`Store.grading_read`):
-    its control's newest run, that run's transcript when it finished ok, the noise floor the
-    sweep measured for the control, and the newest run of the cell's sibling without
-    speculative decoding with its transcript (vLLM issue 45238's finding reads its hits)."""
-
-    control: Run | None = None
-    control_transcript: Transcript | None = None
-    floor: NoiseFloor | None = None
-    sibling: Run | None = None
-    sibling_transcript: Transcript | None = None
-
-
-@dataclass(frozen=True)
-class CellStanding:
-    """Where a cell stands in the store when a sweep plans its runs and late grades
-    (:meth:`Store.standings`): its newest run, that run's newest verdict, how many runs
-    finished ok (up to two: a noise floor's pair), and whether the sweep has measured its
-    noise floor (a control's)."""
-
-    latest: Run | None = None
-    verdict: str | None = None
-    ok_count: int = 0
-    has_floor: bool = False
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -258,6 +231,12 @@ class Store:
     def latest_run(self, cell_id: str) -> Run | None:
         with self.session() as session:
             return _latest_run(session, cell_id)
+
+    def control_run(self, control_cell_id: str) -> Run | None:
+        """The control run a cell is graded against, when none sent its requests: the newest the
+        engine ran (a `task_failed` one says nothing of the stack), else the newest."""
+        with self.session() as session:
+            return _control_run(session, control_cell_id)
 
     def record_run(self, sweep_id: int, outcome: RunOutcome) -> int:
         """Insert the run with its requests, metrics and their summary, all or nothing; returns
@@ -393,7 +372,7 @@ class Store:
         noise floor for it (``sweep_id`` given), the newest run of ``sibling_cell_id`` and its transcript if ok."""
         with self.session() as session:
             sent = _ok_run_sending(session, control_cell_id, requests_digest) if requests_digest else None
-            control = sent or _latest_run(session, control_cell_id, engine=True) or _latest_run(session, control_cell_id)
+            control = sent or _control_run(session, control_cell_id)
             sibling = _latest_run(session, sibling_cell_id) if sibling_cell_id else None
             measured = _noise_floor(session, sweep_id, control_cell_id) if sweep_id is not None else None
             return GradingRead(
@@ -444,9 +423,12 @@ class Store:
             return _noise_floor(session, sweep_id, control_cell_id)
 
 
-def _latest_run(session: Session, cell_id: str, engine: bool = False) -> Run | None:
-    only = [Run.status != "task_failed"] if engine else []
-    return session.scalars(select(Run).where(Run.cell_id == cell_id, *only).order_by(*latest_first()).limit(1)).first()
+def _latest_run(session: Session, cell_id: str, *where: Any) -> Run | None:
+    return session.scalars(select(Run).where(Run.cell_id == cell_id, *where).order_by(*latest_first()).limit(1)).first()
+
+
+def _control_run(session: Session, cell_id: str) -> Run | None:
+    return _latest_run(session, cell_id, Run.status != "task_failed") or _latest_run(session, cell_id)
 
 
 def _ok_runs(cell_id: str) -> Any:

@@ -345,6 +345,25 @@ def test_a_control_run_on_a_cells_block_is_read_for_that_cell_and_kept_out_of_th
     assert own < repeat < follows
 
 
+def test_a_control_whose_newest_task_failed_still_follows_a_cells_block(tmp_path: Path, recorded_runs: Runs) -> None:
+    """Recorded transcripts given layouts by hand: a control that ran ok on its own block,
+    then lost its Ray task. A cell on another block asks for a control run on it, as grading
+    passes the task_failed run over and reads the ok one; the control's engine crashing
+    (its newest run) is the grade's answer and asks for none."""
+    from vmatrix.orchestrator.sweep.grading import control_block_needed
+
+    plan, store, sweep = _cal_store(tmp_path)
+    control, cell = plan.cells
+    now = time.time()
+    store.record_run(sweep, RunOutcome(control.id, "ok", now, now + 1,
+                                       transcript=_laid_out(recorded_runs["patched-control"], 272, "a")))
+    store.record_run(sweep, RunOutcome(control.id, "task_failed", now + 2, now + 3, signature="task failed: node died"))
+    mine = _laid_out(recorded_runs["patched-control"], 384, "b")
+    assert control_block_needed(store, cell, mine.layout) == 384
+    store.record_run(sweep, RunOutcome(control.id, "crashed", now + 4, now + 5, signature="engine died"))
+    assert control_block_needed(store, cell, mine.layout) is None
+
+
 def test_a_control_whose_two_runs_sent_other_requests_runs_once_more_to_calibrate(
         tmp_path: Path, recorded_runs: Runs) -> None:
     """Recorded transcripts given layouts by hand: the control's two ok runs are its own and

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from vmatrix.cells import Cell, Grade, RunOutcome, model_end_tokens
 from vmatrix.db.models import GradeRow, Run
-from vmatrix.db.store import CellStanding, GradingRead, Store
+from vmatrix.db.records import CellStanding, GradingRead
+from vmatrix.db.store import Store
 from vmatrix.images.recipe import planted_lines
 from vmatrix.jobs.grade import PREFIX_HITS, Exercised, grade_transcripts
 from vmatrix.jobs.noise import NoiseFloor, noise_floor, scaled_tie_margin
@@ -93,7 +94,7 @@ def control_block_needed(store: Store, cell: Cell, layout: Layout | None) -> int
         return None
     if store.ok_run_sending(cell.control_id, layout.requests_digest) is not None:
         return None
-    control = store.latest_run(cell.control_id)
+    control = store.control_run(cell.control_id)
     # Only beside a control that ran ok: a failed one is the grade's answer, not a layout's.
     if control is None or control.status != "ok" or control.layout is None:
         return None
