@@ -80,7 +80,9 @@ def test_the_finish_file_turns_a_build_in_its_long_stage_into_a_finished_build(t
         assert f"{name}: cut to" in proc.stdout, proc.stdout[-2000:]
         summary = json.loads((tmp_path / "out" / "summary.json").read_text())[name]
         steps = summary["report"]["steps"]
-        assert steps["train"][0] == 2 and 50 <= steps["train"][1] < 100000 and steps["train"][2] == 0
+        # "step" in the log counts every stage: 50 is the first stage's 2 and 48 of the second, and the
+        # trainer, polling every 2 s, may stop it at the next one (49 in an empty-cache CI run).
+        assert steps["train"][0] == 2 and 48 <= steps["train"][1] < 100000 and steps["train"][2] == 0
         assert steps["mtp"] == [3]
         assert (folder / "model.safetensors").is_file() and not (folder / "resume.pt").exists()
     finally:
