@@ -10,7 +10,7 @@ differ"). Two steps, two pythons:
     # an engine venv's python (torch, transformers 5.x): one entry of OUT.json
     PYTHON report_parity.py answers OUT.json ENTRY [COUNT]
 
-``answers`` prints one JSON line a request (transformers' answer, the engine's, whether each is
+``answers`` (images/canary/nemotronh_reference.py) prints one JSON line a request (transformers' answer, the engine's, whether each is
 right and whether they agree) and a SUMMARY line. 2026-12-06, 1 thread: ~6 s a 1.5k request,
 ~9 minutes a 10k one.
 """
@@ -58,43 +58,21 @@ def requests_at_seeds(folder: str, seeds: int, out: str) -> None:
 
 def answers(requests_json: str, entry: str, count: int | None) -> None:
     import torch
-    from safetensors.torch import load_file
-    from transformers import AutoTokenizer, NemotronHConfig, NemotronHForCausalLM
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "canary"))
-    import build_nemotronh as b
+    import nemotronh_reference as ref
 
     torch.set_num_threads(1)
     data = json.loads(Path(requests_json).read_text())[entry]
-    folder = Path(data["model"])
-    tok = AutoTokenizer.from_pretrained(folder)
-    cfg = NemotronHConfig.from_pretrained(folder)
-    b.use_einsum_scan()
-    model = NemotronHForCausalLM(cfg).to(torch.float32)
-    b.use_block_attention(model)
-    weights = load_file(str(folder / "model.safetensors"))
-    model.load_state_dict({("model." + k[9:] if k.startswith("backbone.") else k): v for k, v in weights.items()
-                           if not k.startswith("mtp.")}, strict=True)
-    model.eval()
+    tok, model = ref.load_build(Path(data["model"]))
     rows, start = [], time.time()
     for r in data["requests"][:count]:
-        ids = tok.apply_chat_template([{"role": a, "content": c} for a, c in r["messages"]],
-                                      add_generation_prompt=True, return_dict=False)
-        x = torch.tensor([ids["input_ids"] if isinstance(ids, dict) else ids])
-        prompt_tokens = x.shape[1]
+        ids = ref.prompt_ids(tok, r["messages"])
         want = tok(r["expected"], add_special_tokens=False)["input_ids"]
-        out, margins = [], []
-        with torch.no_grad():
-            for _ in range(len(want) + 1):
-                top = model(input_ids=x).logits[0, -1].log_softmax(-1).topk(2)
-                out.append(int(top.indices[0]))
-                margins.append(float(top.values[0] - top.values[1]))
-                if out[-1] == cfg.eos_token_id:
-                    break
-                x = torch.cat([x, top.indices[:1].view(1, 1)], dim=1)
+        out, margins = ref.greedy(model, ids, len(want) + 1)
         text = tok.decode(out, skip_special_tokens=True)
-        row = {"key": r["key"], "prompt_tokens": prompt_tokens, "transformers": text,
-               "right": out[:len(want)] == want, "min_margin": min(margins)}
+        row = {"key": r["key"], "prompt_tokens": len(ids), "transformers": text, "right": out[:len(want)] == want,
+               "min_margin": min(margins)}
         if r["engine"] is not None:  # the engine answers past its end token; compare up to transformers' end
             engine_ids = tok(r["engine"], add_special_tokens=False)["input_ids"]
             row |= {"engine": r["engine"], "engine_right": engine_ids[:len(want)] == want,
