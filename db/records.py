@@ -107,7 +107,8 @@ class ShrinkRecord:
 @dataclass(frozen=True)
 class GradingRead:
     """What grading one cell reads from the store, in one session (:meth:`Store.grading_read`):
-    its control's newest run, that run's transcript when it finished ok, the noise floor the
+    its control's run (the newest ok one that sent the cell's requests, else
+    :meth:`Store.control_run`'s), that run's transcript when it finished ok, the noise floor the
     sweep measured for the control, and the newest run of the cell's sibling without
     speculative decoding with its transcript (vLLM issue 45238's finding reads its hits)."""
 
