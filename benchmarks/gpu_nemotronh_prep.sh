@@ -24,7 +24,7 @@ mkdir -p /root/nemo/n1c-bf16 && cp /root/nemo/n1c/* /root/nemo/n1c-bf16/
 python3 -c "import json, sys; p=sys.argv[1]; c=json.load(open(p)); c['torch_dtype']='bfloat16'; json.dump(c, open(p,'w'), indent=2)" \
   /root/nemo/n1c-bf16/config.json
 for build in "$@"; do
-  name=$(tar -tf "$build" | head -n 1 | cut -d/ -f1)
+  name=$(tar -tf "$build" | sed -n 1p | cut -d/ -f1)
   tar -xf "$build" -C /root/nemo
   rm -rf "/root/nemo/${name#canary-}" && mv "/root/nemo/$name" "/root/nemo/${name#canary-}"
   if [ -f "/root/nemo/${name#canary-}/resume.pt" ]; then tar -xf "$build" -C /tmp; fi
