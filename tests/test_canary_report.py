@@ -78,3 +78,39 @@ def test_summary_counts_recall_near_ties_and_acceptance(tmp_path: Path) -> None:
     assert (row.answer_tokens, row.near_ties) == (6, 2)
     assert row.acceptance == 0.25 and row.prompt_tokens == 1600
     assert row.wrong == ({"key": "s0/1", "expected": {"exact": "var_2 = c"}, "answer": "var_2 = d"},)
+
+
+def test_documents_are_workloads_at_seeds_and_document_0_is_the_one_document_reports_cell() -> None:
+    one = expand(parse_spec(report_matrix("tiny-qwen3next", [1500, 10000]), "r"), "r")
+    three = expand(parse_spec(report_matrix("tiny-qwen3next", [1500, 10000], documents=3), "r"), "r")
+    assert len(three.controls) == 6 and len(three.cells) == 12
+    seeds = sorted((c.workload["prefix_tokens"], c.workload["seed"]) for c in three.controls)
+    assert seeds == [(1500, 0), (1500, 1), (1500, 2), (10000, 0), (10000, 1), (10000, 2)]
+    # The one-document report's cells are document 0's: a later --documents run adds to them.
+    assert {c.id for c in one.cells} < {c.id for c in three.cells}
+
+
+def test_totals_add_a_lengths_documents_and_keep_mtp_only_where_every_document_has_it(tmp_path: Path) -> None:
+    """Recorded transcripts given by hand: two documents at 1.5k, MTP run on one of them."""
+    from vmatrix.orchestrator.sweep.canary_report import with_totals
+
+    text = report_matrix("tiny-qwen3next", [1500], documents=2)
+    plan = expand(parse_spec(text, "r"), "r")
+    store = Store.open(tmp_path / "r.db")
+    sweep = store.create_sweep("r", "r", text)
+    for c in plan.cells:
+        store.add_cell(sweep, c)
+    now = time.time()
+    right = _request("s0/0", "var_1 = a b", "var_1 = a b", [3.0, 2.0, 0.05])
+    wrong = _request("s0/1", "var_2 = c", "var_2 = d", [3.0, 0.01, 4.0])
+    for control, answers in zip(sorted(plan.controls, key=lambda c: c.workload["seed"]), ([right, wrong], [right])):
+        store.record_run(sweep, RunOutcome(control.id, "ok", now - 1, now, transcript=Transcript(answers)))
+    mtp = next(c for c in plan.cells if not c.is_control and c.workload["seed"] == 1)
+    store.record_run(sweep, RunOutcome(mtp.id, "ok", now - 1, now, transcript=Transcript([right])))
+    rows = summarize(plan, store, frozenset({END}))
+    assert [(r.document, r.correct, r.requests) for r in rows] == [(0, 1, 2), (1, 1, 1)]
+    [*docs, total] = with_totals(rows)
+    assert docs == rows and total.document == -1
+    assert (total.requests, total.correct, total.answer_tokens, total.near_ties) == (3, 2, 9, 3)
+    assert total.mtp_correct is None  # document 0's MTP did not run: no total claims it
+    assert [w["key"] for w in total.wrong] == ["s0/1"]

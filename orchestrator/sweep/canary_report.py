@@ -23,7 +23,7 @@ NEAR_TIE = 0.1  # a control margin under this is a near-tie (the issue's target:
 
 def report_matrix(name: str, lengths: list[int], vllm: str = "0.32.0", requests: int = 20,
                   long_requests: int = 4, mtp_tokens: int = 2, model: Path | None = None,
-                  patches: tuple[str, ...] = ()) -> str:
+                  patches: tuple[str, ...] = (), documents: int = 1) -> str:
     """The report's matrix, as the YAML a user could run with ``vmatrix sweep run``.
     ``model``: a build folder served in the canary's place (a candidate a GPU pass sent
     back, before it is shipped); NAME then only names the report. ``patches``: the patch
@@ -31,15 +31,22 @@ def report_matrix(name: str, lengths: list[int], vllm: str = "0.32.0", requests:
     report's cells like any stack's.
 
     ``requests`` per length: sessions x 3 turns + agent switches; beyond 20k tokens
-    ``long_requests`` (each control request prefills the whole prefix again)."""
+    ``long_requests`` (each control request prefills the whole prefix again).
+
+    ``documents`` per length: a workload's requests ask lines of one document (its shared
+    prefix), on which two builds can rank either way (images/canary/README.md); document d
+    is the workload at seed d, and document 0 is the report's own workload."""
     workloads = []
     for length in lengths:
         n = requests if length <= 20000 else long_requests
         sessions = max(1, (n - 2) // 3) if n >= 5 else 1
         turns = 3 if n >= 5 else max(1, n - 1)
         switches = n - sessions * turns
-        workloads.append(f"  - {{name: recall-{length}, prefix_tokens: {length}, sessions: {sessions}, turns: {turns},"
-                         f" agent_switches: {max(0, switches)}, max_tokens: 16}}")
+        for d in range(documents):
+            # Document 0 keeps the one-document report's workload, so its cells are the same cells.
+            label, seed = (f"recall-{length}", "") if d == 0 else (f"recall-{length}-d{d}", f", seed: {d}")
+            workloads.append(f"  - {{name: {label}, prefix_tokens: {length}{seed}, sessions: {sessions},"
+                             f" turns: {turns}, agent_switches: {max(0, switches)}, max_tokens: 16}}")
     return "\n".join([
         f"name: canary-report-{name}",
         "engines:",
@@ -78,6 +85,7 @@ class LengthReport:
     mtp_accepted: float | None
     mtp_drafted: float | None
     wrong: tuple[dict[str, Any], ...]  # key, expected, answer of each wrong control answer
+    document: int = 0  # the workload's seed: which document its shared prefix is; -1: a length's total
 
     @property
     def accuracy(self) -> float:
@@ -126,5 +134,24 @@ def summarize(plan: Plan, store: Store, end_tokens: frozenset[int]) -> list[Leng
         rows.append(LengthReport(
             control.workload["name"], int(control.workload["prefix_tokens"]),
             max((r.prompt_tokens for r in requests), default=0), len(answered), correct, mtp_correct, tokens, ties,
-            accepted, drafted, wrong))
-    return sorted(rows, key=lambda r: r.prefix_tokens)
+            accepted, drafted, wrong, int(control.workload.get("seed", 0))))
+    return sorted(rows, key=lambda r: (r.prefix_tokens, r.document))
+
+
+def with_totals(rows: list[LengthReport]) -> list[LengthReport]:
+    """``rows`` (sorted by ``summarize``) with, after each length's documents, their total
+    (``document`` -1): recall over several documents is what ranks two builds."""
+    out: list[LengthReport] = []
+    for length in sorted({r.prefix_tokens for r in rows}):
+        mine = [r for r in rows if r.prefix_tokens == length]
+        mtp = [r for r in mine if r.mtp_correct is not None]
+        drafted = [r for r in mine if r.mtp_drafted is not None]
+        full = len(mtp) == len(mine)
+        out += [*mine, LengthReport(
+            f"recall-{length}", length, max(r.prompt_tokens for r in mine), sum(r.requests for r in mine),
+            sum(r.correct for r in mine), sum(r.mtp_correct for r in mtp) if full else None,
+            sum(r.answer_tokens for r in mine), sum(r.near_ties for r in mine),
+            sum(r.mtp_accepted for r in drafted) if drafted else None,
+            sum(r.mtp_drafted for r in drafted) if drafted else None,
+            tuple(w for r in mine for w in r.wrong), -1)]
+    return out
