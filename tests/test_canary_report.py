@@ -113,4 +113,14 @@ def test_totals_add_a_lengths_documents_and_keep_mtp_only_where_every_document_h
     assert docs == rows and total.document == -1
     assert (total.requests, total.correct, total.answer_tokens, total.near_ties) == (3, 2, 9, 3)
     assert total.mtp_correct is None  # document 0's MTP did not run: no total claims it
-    assert [w["key"] for w in total.wrong] == ["s0/1"]
+    assert total.wrong == ({"key": "s0/1", "expected": {"exact": "var_2 = c"}, "answer": "var_2 = d", "document": 0},)
+    # The command's table: each document's row, then the length's total.
+    from rich.console import Console
+
+    from vmatrix.orchestrator.cli.app import report_table
+
+    console = Console(width=200, record=True)
+    console.print(report_table("r", rows, documents=2))
+    lines = [line for line in console.export_text().splitlines() if "1,500" in line]
+    assert [line.split("│")[2].strip() for line in lines] == ["0", "1", "all"]
+    assert "2/3 (67%)" in lines[-1] and "-" in lines[-1].split("│")[5]

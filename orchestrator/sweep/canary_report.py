@@ -153,5 +153,6 @@ def with_totals(rows: list[LengthReport]) -> list[LengthReport]:
             sum(r.answer_tokens for r in mine), sum(r.near_ties for r in mine),
             sum(r.mtp_accepted for r in drafted) if drafted else None,
             sum(r.mtp_drafted for r in drafted) if drafted else None,
-            tuple(w for r in mine for w in r.wrong), -1)]
+            # A request's key repeats across documents: each wrong answer says whose it is.
+            tuple(w | {"document": r.document} for r in mine for w in r.wrong), -1)]
     return out
