@@ -12,23 +12,27 @@
 # h16-s1-seventh.tar holds canary-h16-s1/) is unpacked to /root/nemo/NAME for the plan's
 # `--init-from`, and a stopped one (holding resume.pt) also to /tmp, where canary_gpu.py
 # resumes it. The tars travel in an upload folder (.gpu/...): they are moved out of the
-# checkout for the uploads' size.
+# checkout for the uploads' size. NEMO_DIR (default /root/nemo) and RESUME_DIR (default /tmp)
+# say where to unpack, and PREP_TRAIN=0 stops before the trainer: tests/test_gpu_prep.py
+# unpacks a pass's tars that way.
 set -euo pipefail
+nemo=${NEMO_DIR:-/root/nemo} resume=${RESUME_DIR:-/tmp}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 n1c=$(realpath "$1") plan=$(realpath "$2")
 shift 2
-mkdir -p /root/nemo/train
-rm -rf /root/nemo/n1c /root/nemo/n1c-bf16 /root/nemo/canary-n1c
-tar -xf "$n1c" -C /root/nemo && mv /root/nemo/canary-n1c /root/nemo/n1c
-mkdir -p /root/nemo/n1c-bf16 && cp /root/nemo/n1c/* /root/nemo/n1c-bf16/
+mkdir -p "$nemo/train"
+rm -rf "$nemo/n1c" "$nemo/n1c-bf16" "$nemo/canary-n1c"
+tar -xf "$n1c" -C "$nemo" && mv "$nemo/canary-n1c" "$nemo/n1c"
+mkdir -p "$nemo/n1c-bf16" && cp "$nemo/n1c"/* "$nemo/n1c-bf16/"
 python3 -c "import json, sys; p=sys.argv[1]; c=json.load(open(p)); c['torch_dtype']='bfloat16'; json.dump(c, open(p,'w'), indent=2)" \
-  /root/nemo/n1c-bf16/config.json
+  "$nemo/n1c-bf16/config.json"
 for build in "$@"; do
   name=$(tar -tf "$build" | sed -n 1p | cut -d/ -f1)
-  tar -xf "$build" -C /root/nemo
-  rm -rf "/root/nemo/${name#canary-}" && mv "/root/nemo/$name" "/root/nemo/${name#canary-}"
-  if [ -f "/root/nemo/${name#canary-}/resume.pt" ]; then tar -xf "$build" -C /tmp; fi
+  tar -xf "$build" -C "$nemo"
+  rm -rf "$nemo/${name#canary-}" && mv "$nemo/$name" "$nemo/${name#canary-}"
+  if [ -f "$nemo/${name#canary-}/resume.pt" ]; then tar -xf "$build" -C "$resume"; fi
 done
+[ "${PREP_TRAIN:-1}" = 0 ] && exit 0
 cd "$repo"
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True setsid nohup python3 benchmarks/canary_gpu.py /root/nemo/train/out \
   --builder images/canary/build_nemotronh.py --plan "$plan" --deadline 1700 --grace 100000 \
