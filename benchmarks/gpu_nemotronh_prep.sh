@@ -13,10 +13,11 @@
 # `--init-from`, and a stopped one (holding resume.pt) also to /tmp, where canary_gpu.py
 # resumes it. The tars travel in an upload folder (.gpu/...): they are moved out of the
 # checkout for the uploads' size. NEMO_DIR (default /root/nemo) and RESUME_DIR (default /tmp)
-# say where to unpack, and PREP_TRAIN=0 stops before the trainer: tests/test_gpu_prep.py
+# say where to unpack, BUILDER which builder the plan runs (build_nemotronh_groups.py for
+# --groups), and PREP_TRAIN=0 stops before the trainer: tests/test_gpu_prep.py
 # unpacks a pass's tars that way.
 set -euo pipefail
-nemo=${NEMO_DIR:-/root/nemo} resume=${RESUME_DIR:-/tmp}
+nemo=${NEMO_DIR:-/root/nemo} resume=${RESUME_DIR:-/tmp} builder=${BUILDER:-images/canary/build_nemotronh.py}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 n1c=$(realpath "$1") plan=$(realpath "$2")
 shift 2
@@ -35,6 +36,6 @@ done
 [ "${PREP_TRAIN:-1}" = 0 ] && exit 0
 cd "$repo"
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True setsid nohup python3 benchmarks/canary_gpu.py /root/nemo/train/out \
-  --builder images/canary/build_nemotronh.py --plan "$plan" --deadline 1700 --grace 100000 \
+  --builder "$builder" --plan "$plan" --deadline 1700 --grace 100000 \
   --stop-file /root/nemo/STOP --finish-file /root/nemo/FINISH --save-every 420 >/root/nemo/train/gpu.log 2>&1 </dev/null &
 sleep 20; tail -n 5 /root/nemo/train/gpu.log; nvidia-smi --query-gpu=memory.used --format=csv || true
