@@ -32,6 +32,11 @@ out = Path(tempfile.mkdtemp())
 tok = shared.build_tokenizer(out, seed, 1024)
 args = SimpleNamespace(hidden=128, pattern="M-M-M-*-", state=128, mamba_heads=int(os.environ.get("PROBE_HEADS", "4")),
                        chunk=128, max_len=131072, decay=os.environ.get("PROBE_DECAY", "long"))
+if (folder / "config.json").is_file():  # an n_groups build (build_nemotronh_groups.py, the tenth pass)
+    import json
+
+    import build_nemotronh_groups as g
+    g.GROUPS, b.config = json.loads((folder / "config.json").read_text()).get("n_groups", 1), g.config
 torch.manual_seed(seed)
 model, cfg = b.new_model(args, tok, -(-len(tok) // 64) * 64)
 if (folder / "model.safetensors").is_file():
