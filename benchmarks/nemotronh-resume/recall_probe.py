@@ -13,43 +13,19 @@ BUILD_FOLDER is a finished build (model.safetensors) or one stopped part-way (re
 the GPU calls send them back); PROBE_HEADS and PROBE_DECAY (default 4, long) say the
 build's --mamba-heads and --decay where they are not the recipe's (the fourth pass).
 """
-import os
-import random
 import sys
-import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "canary"))
-import build_canary as shared  # the builders, by path, as the GPU calls run them
-import build_nemotronh as b
-import corpus
+from probe_build import answers, documents, load
 
 torch.set_num_threads(1)
-folder, seed = Path(sys.argv[1]), int(sys.argv[2])
-out = Path(tempfile.mkdtemp())
-tok = shared.build_tokenizer(out, seed, 1024)
-args = SimpleNamespace(hidden=128, pattern="M-M-M-*-", state=128, mamba_heads=int(os.environ.get("PROBE_HEADS", "4")),
-                       chunk=128, max_len=131072, decay=os.environ.get("PROBE_DECAY", "long"))
-if (folder / "config.json").is_file():  # an n_groups build (build_nemotronh_groups.py, the tenth pass)
-    import json
-
-    import build_nemotronh_groups as g
-    g.GROUPS, b.config = json.loads((folder / "config.json").read_text()).get("n_groups", 1), g.config
-torch.manual_seed(seed)
-model, cfg = b.new_model(args, tok, -(-len(tok) // 64) * 64)
-if (folder / "model.safetensors").is_file():
-    b.init_from(model, folder, out)
-else:  # stopped part-way: the builder's own save (build_canary.RESUME), the model's names
-    model.load_state_dict(torch.load(folder / shared.RESUME, map_location="cpu", weights_only=False)["model"])
+tok, model = load(Path(sys.argv[1]), int(sys.argv[2]))
 model.config._attn_implementation = "eager"  # attention weights, for where it looks
 for layer in model.model.layers:
     if hasattr(layer.mixer, "config"):
         layer.mixer.config._attn_implementation = "eager"
 model.eval()
-dev = torch.device("cpu")
 stats = {}
 looks: dict[str, list[float]] = {}
 
@@ -60,40 +36,13 @@ def add(key, field, ok):
 
 
 for length in [int(x) for x in sys.argv[3].split(",")]:
-    rng = random.Random(1234 + length)
-    for _ in range(int(sys.argv[4])):
-        lines = corpus.lines_for(length)
-        # rebuild the document the way training_document does, keeping the asked indices
-        system, defs = corpus.system_prompt(rng, lines)
-        asked = []
-        msgs = [("system", system)]
-        for t in range(4):
-            user, i = corpus.user_turn(rng, defs, t); asked.append(i)
-            msgs += [("user", user), ("assistant", corpus.answer(defs, i))]
-        doc = corpus.chat(msgs)
-        ids, att, ans = shared.encode(tok, [doc], dev)
+    for ids, ans, lines, asked, line_of in documents(tok, length, int(sys.argv[4])):
         with torch.no_grad():
             o = model(input_ids=ids, output_attentions=True)
         logits = o.logits[0, :-1]
         attn = [a for a in o.attentions if a is not None][-1][0]  # heads x query x key
-        pieces = [tok.decode([int(x)]) for x in ids[0]]
-        line_of, line = [], 0  # line 0 is "<|im_start|>system", 1 the header, 2 the tools
-        for piece in pieces:
-            line_of.append(line)
-            line += piece.count("\n")
         line_of = torch.tensor(line_of)
-        target, mask = ids[0, 1:], ans[0, 1:].tolist()
-        ok = (logits.argmax(-1) == target).tolist()
-        spans, k = [], 0
-        while k < len(mask):
-            if not mask[k]: k += 1; continue
-            j = k
-            while j < len(mask) and mask[j]: j += 1
-            spans.append((k, j)); k = j
-        for t, (k, j) in enumerate(spans[:4]):
-            toks = [tok.decode([int(x)]) for x in target[k:j]]
-            eq = next((n for n, s in enumerate(toks) if "=" in s), None)
-            if eq is None: continue
+        for t, k, j, eq, ok in answers(tok, ids, ans, logits):
             on_line = line_of == asked[t] + 3
             share = [float(attn[:, q, on_line].sum(-1).max()) for q in range(k + eq + 1, j)]
             looks.setdefault(f"L{length} attn_first", []).append(share[0])

@@ -11,38 +11,16 @@ them (4 turns).
     PROBE_HEADS=16 python benchmarks/nemotronh-resume/state_reach.py BUILD_FOLDER SEED 1500,10000 4
 """
 import os
-import random
 import sys
-import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "canary"))
-import build_canary as shared
-import build_nemotronh as b
-import corpus
+from probe_build import answers, b, documents, load
 from transformers.models.nemotron_h import modeling_nemotron_h as mod
 
 torch.set_num_threads(int(os.environ.get("PROBE_THREADS", "1")))
-folder, seed = Path(sys.argv[1]), int(sys.argv[2])
-out = Path(tempfile.mkdtemp())
-tok = shared.build_tokenizer(out, seed, 1024)
-args = SimpleNamespace(hidden=128, pattern="M-M-M-*-", state=128, mamba_heads=int(os.environ.get("PROBE_HEADS", "4")),
-                       chunk=128, max_len=131072, decay=os.environ.get("PROBE_DECAY", "long"))
-if (folder / "config.json").is_file():  # an n_groups build (build_nemotronh_groups.py, the tenth pass)
-    import json
-
-    import build_nemotronh_groups as g
-    g.GROUPS, b.config = json.loads((folder / "config.json").read_text()).get("n_groups", 1), g.config
-torch.manual_seed(seed)
-model, cfg = b.new_model(args, tok, -(-len(tok) // 64) * 64)
-if (folder / "model.safetensors").is_file():
-    b.init_from(model, folder, out)
-else:
-    model.load_state_dict(torch.load(folder / shared.RESUME, map_location="cpu", weights_only=False)["model"])
+tok, model = load(Path(sys.argv[1]), int(sys.argv[2]))
 model.eval()
 
 log_decays: list[torch.Tensor] = []  # per layer: (length, heads), log of each token's decay
@@ -64,36 +42,14 @@ mod.mamba2_chunk_scan = recording_scan
 EDGES = [(500, "<=500"), (1500, "<=1.5k"), (4000, "<=4k"), (10**9, ">4k")]
 rows = []
 for length in [int(x) for x in sys.argv[3].split(",")]:
-    rng = random.Random(1234 + length)
-    for _ in range(int(sys.argv[4])):
-        lines = corpus.lines_for(length)
-        system, defs = corpus.system_prompt(rng, lines)
-        asked, msgs = [], [("system", system)]
-        for t in range(4):
-            user, i = corpus.user_turn(rng, defs, t); asked.append(i)
-            msgs += [("user", user), ("assistant", corpus.answer(defs, i))]
-        ids, att, ans = shared.encode(tok, [corpus.chat(msgs)], torch.device("cpu"))
+    for ids, ans, lines, asked, line_of in documents(tok, length, int(sys.argv[4])):
         log_decays.clear(); writes.clear()
         with torch.no_grad():
             logits = model(input_ids=ids).logits[0, :-1]
         cum = [torch.cumsum(ld, 0) for ld in log_decays]  # per layer (length, heads)
-        pieces = [tok.decode([int(x)]) for x in ids[0]]
-        line_of, line = [], 0
-        for piece in pieces:
-            line_of.append(line)
-            line += piece.count("\n")
-        target, mask = ids[0, 1:], ans[0, 1:].tolist()
-        ok = (logits.argmax(-1) == target).tolist()
-        spans, k = [], 0
-        while k < len(mask):
-            if not mask[k]: k += 1; continue
-            j = k
-            while j < len(mask) and mask[j]: j += 1
-            spans.append((k, j)); k = j
-        for t, (k, j) in enumerate(spans[:4]):
-            toks = [tok.decode([int(x)]) for x in target[k:j]]
-            eq = next((n for n, s in enumerate(toks) if "=" in s), None)
-            if eq is None or k + eq + 1 >= j: continue
+        for t, k, j, eq, ok in answers(tok, ids, ans, logits):
+            if k + eq + 1 >= j:
+                continue
             q = k + eq + 1  # the input position whose logits predict the first value word
             end = max(p for p, lo in enumerate(line_of) if lo == asked[t] + 3)  # the line's last token
             reach = [float((c[q] - c[end]).max()) / 2.302585 for c in cum]  # log10, best head
