@@ -87,3 +87,6 @@ def test_groups_is_taken_out_of_the_arguments_build_nemotronh_reads() -> None:
     assert g.groups_from(["OUT", "--groups", "8", "--seed", "1"]) == (8, ["OUT", "--seed", "1"])
     assert g.groups_from(["OUT", "--groups=4"]) == (4, ["OUT"])
     assert g.groups_from(["OUT"]) == (1, ["OUT"])
+    for bad in (["OUT", "--groups"], ["OUT", "--groups", "x"], ["OUT", "--groups=0"]):
+        with pytest.raises(SystemExit, match="--groups"):
+            g.groups_from(bad)

@@ -27,15 +27,17 @@ import build_nemotronh as base
 
 def groups_from(argv: list[str]) -> tuple[int, list[str]]:
     """``--groups G`` taken out of the argument vector; the rest is build_nemotronh's."""
-    rest, groups, k = [], 1, 0
+    rest, value, k = [], "1", 0
     while k < len(argv):
         if argv[k] == "--groups":
-            groups = int(argv[k + 1]); k += 2
+            value = argv[k + 1] if k + 1 < len(argv) else ""; k += 2
         elif argv[k].startswith("--groups="):
-            groups = int(argv[k].split("=", 1)[1]); k += 1
+            value = argv[k].split("=", 1)[1]; k += 1
         else:
             rest.append(argv[k]); k += 1
-    return groups, rest
+    if not value.isdigit() or int(value) < 1:
+        raise SystemExit(f"--groups {value!r}: a whole number of Mamba2 groups, 1 or more")
+    return int(value), rest
 
 
 def widened(weights: dict, groups: int, heads: int, state: int, intermediate: int) -> dict:
@@ -45,6 +47,7 @@ def widened(weights: dict, groups: int, heads: int, state: int, intermediate: in
 
     if heads % groups:
         raise SystemExit(f"--groups {groups}: must divide --mamba-heads {heads}")
+
     def wide(t):  # x, B, C along dim 0 -> x, B once a group, C once a group
         x, B, C = t.split([intermediate, state, state])
         times = (groups, *[1] * (t.dim() - 1))
