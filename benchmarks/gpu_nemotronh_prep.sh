@@ -35,7 +35,7 @@ for build in "$@"; do
 done
 [ "${PREP_TRAIN:-1}" = 0 ] && exit 0
 cd "$repo"
-PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True setsid nohup python3 benchmarks/canary_gpu.py /root/nemo/train/out \
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True setsid nohup python3 benchmarks/canary_gpu.py "$nemo/train/out" \
   --builder "$builder" --plan "$plan" --deadline 1700 --grace 100000 \
-  --stop-file /root/nemo/STOP --finish-file /root/nemo/FINISH --save-every 420 >/root/nemo/train/gpu.log 2>&1 </dev/null &
-sleep 20; tail -n 5 /root/nemo/train/gpu.log; nvidia-smi --query-gpu=memory.used --format=csv || true
+  --stop-file "$nemo/STOP" --finish-file "$nemo/FINISH" --save-every 420 >"$nemo/train/gpu.log" 2>&1 </dev/null &
+sleep 20; tail -n 5 "$nemo/train/gpu.log"; nvidia-smi --query-gpu=memory.used --format=csv || true
