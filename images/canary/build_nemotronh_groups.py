@@ -18,6 +18,7 @@ they are. Usage: build_nemotronh.py's, plus ``--groups G`` (default 1, which is 
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -27,17 +28,15 @@ import build_nemotronh as base
 
 def groups_from(argv: list[str]) -> tuple[int, list[str]]:
     """``--groups G`` taken out of the argument vector; the rest is build_nemotronh's."""
-    rest, value, k = [], "1", 0
-    while k < len(argv):
-        if argv[k] == "--groups":
-            value = argv[k + 1] if k + 1 < len(argv) else ""; k += 2
-        elif argv[k].startswith("--groups="):
-            value = argv[k].split("=", 1)[1]; k += 1
-        else:
-            rest.append(argv[k]); k += 1
-    if not value.isdigit() or int(value) < 1:
-        raise SystemExit(f"--groups {value!r}: a whole number of Mamba2 groups, 1 or more")
-    return int(value), rest
+    def positive(value: str) -> int:
+        if not value.isdigit() or int(value) < 1:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of Mamba2 groups, 1 or more")
+        return int(value)
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--groups", type=positive, default=1)
+    known, rest = parser.parse_known_args(argv)
+    return known.groups, rest
 
 
 def widened(weights: dict, groups: int, heads: int, state: int, intermediate: int) -> dict:
