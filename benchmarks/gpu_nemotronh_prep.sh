@@ -13,14 +13,18 @@
 # `--init-from`, and a stopped one (holding resume.pt) also to /tmp, where canary_gpu.py
 # resumes it. The tars travel in an upload folder (.gpu/...): they are moved out of the
 # checkout for the uploads' size. NEMO_DIR (default /root/nemo) and RESUME_DIR (default /tmp)
-# say where to unpack, BUILDER which builder the plan runs (build_nemotronh_groups.py for
-# --groups), and PREP_TRAIN=0 stops before the trainer: tests/test_gpu_prep.py
-# unpacks a pass's tars that way.
+# say where to unpack, BUILDER which builder the plan runs (default: the plan's own
+# `# builder: PATH` line, else build_nemotronh.py), and PREP_TRAIN=0 stops before the
+# trainer: tests/test_gpu_prep.py unpacks a pass's tars that way.
 set -euo pipefail
-nemo=${NEMO_DIR:-/root/nemo} resume=${RESUME_DIR:-/tmp} builder=${BUILDER:-images/canary/build_nemotronh.py}
+nemo=${NEMO_DIR:-/root/nemo} resume=${RESUME_DIR:-/tmp}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 n1c=$(realpath "$1") plan=$(realpath "$2")
 shift 2
+builder=${BUILDER:-$(sed -n 's/^# builder: *//p' "$plan" | sed -n 1p)}
+builder=${builder:-images/canary/build_nemotronh.py}
+(cd "$repo" && test -f "$builder") || { echo "gpu_nemotronh_prep.sh: builder $builder: no such file" >&2; exit 2; }
+echo "builder: $builder"
 mkdir -p "$nemo/train"
 rm -rf "$nemo/n1c" "$nemo/n1c-bf16" "$nemo/canary-n1c"
 tar -xf "$n1c" -C "$nemo" && mv "$nemo/canary-n1c" "$nemo/n1c"

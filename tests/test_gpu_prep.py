@@ -59,3 +59,28 @@ def test_a_stopped_build_is_also_unpacked_where_the_trainer_resumes_it(tmp_path:
     nemo = _prep(tmp_path, n1c, stopped)
     assert (nemo / "h16-s1" / "resume.pt").read_text() == "state"
     assert (tmp_path / "resume" / "canary-h16-s1" / "resume.pt").read_text() == "state"
+
+
+def _builder(tmp: Path, plan: str, **env: str) -> subprocess.CompletedProcess:
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "plan.txt").write_text(plan)
+    n1c = _build_tar(tmp, "n1c", {"config.json": "{}"})
+    run_env = {k: v for k, v in os.environ.items() if k != "BUILDER"}
+    run_env.update(NEMO_DIR=str(tmp / "nemo"), RESUME_DIR=str(tmp), PREP_TRAIN="0", **env)
+    return subprocess.run(["bash", str(PREP), str(n1c), str(tmp / "plan.txt")], env=run_env,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_builder_is_the_plans_own_line_unless_builder_names_one(tmp_path: Path) -> None:
+    named = "# a pass\n# builder: images/canary/build_nemotronh_lookup.py\nx --seed 1\n"
+    assert "builder: images/canary/build_nemotronh_lookup.py" in _builder(tmp_path / "a", named).stdout
+    assert "builder: images/canary/build_nemotronh.py" in _builder(tmp_path / "b", "x --seed 1\n").stdout
+    chosen = _builder(tmp_path / "c", named, BUILDER="images/canary/build_nemotronh_groups.py")
+    assert "builder: images/canary/build_nemotronh_groups.py" in chosen.stdout
+
+
+def test_a_builder_that_is_not_there_stops_the_first_call_in_one_line(tmp_path: Path) -> None:
+    proc = _builder(tmp_path, "# builder: images/canary/build_nemotronh_lokup.py\n")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("gpu_nemotronh_prep.sh: builder images/canary/build_nemotronh_lokup.py: "
+                                   "no such file")

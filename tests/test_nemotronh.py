@@ -399,9 +399,9 @@ def test_a_resumed_build_trains_the_stages_its_recipe_grew_then_the_mtp_head_afr
                          ids=lambda p: p.name)
 def test_every_planned_builder_line_is_one_the_builder_takes(plan: Path) -> None:
     """A pass planned for a lease that has not come yet (benchmarks/nemotronh-*-plan.txt) must
-    not cost its first call to a typo: every flag is one build_nemotronh.py defines (or
-    build_nemotronh_groups.py's ``--groups``) and every
-    stage parses as build_canary.Stage does."""
+    not cost its first call to a typo: every flag is one the plan's builder takes (its
+    ``# builder:`` line, which gpu_nemotronh_prep.sh runs, else build_nemotronh.py: its own
+    flags and those of the builders it wraps) and every stage parses as build_canary.Stage does."""
     import itertools
     import re
     import shlex
@@ -410,8 +410,17 @@ def test_every_planned_builder_line_is_one_the_builder_takes(plan: Path) -> None
     sys.path.insert(0, str(NEMOTRONH_BUILDER.parent))
     import build_canary as shared
 
-    flags = set(re.findall(r'add_argument\("(--[a-z-]+)"', NEMOTRONH_BUILDER.read_text()))
-    flags.add("--groups")  # build_nemotronh_groups.py's, taken out before build_nemotronh reads the rest
+    def flags_of(builder: Path) -> set[str]:
+        text = builder.read_text()
+        found = set(re.findall(r'add_argument\("(--[a-z-]+)"', text))
+        for wrapped in re.findall(r"^import (build_nemotronh\w*)", text, re.M):
+            found |= flags_of(builder.parent / f"{wrapped}.py")
+        return found
+
+    named = re.findall(r"^# builder: *(\S+)", plan.read_text(), re.M)
+    builder = plan.parent.parent / named[0] if named else NEMOTRONH_BUILDER
+    assert builder.is_file(), f"{plan.name}: builder {named[0]}: no such file"
+    flags = flags_of(builder)
     lines = [line for line in plan.read_text().splitlines() if line.strip() and not line.startswith("#")]
     assert lines, f"{plan.name}: no builder lines"
     for line in lines:
