@@ -23,19 +23,25 @@ import corpus
 def load(folder: Path, seed: int):
     """The build's tokenizer and model. PROBE_HEADS and PROBE_DECAY (default 4, long) say the
     build's --mamba-heads and --decay where they are not the recipe's; n_groups is read from
-    the folder's config.json (a stopped build has none: one group)."""
+    the folder's config.json, or for a stopped build (no config) from its saved in_proj's rows."""
     out = Path(tempfile.mkdtemp())
     tok = shared.build_tokenizer(out, seed, 1024)
     args = SimpleNamespace(hidden=128, pattern="M-M-M-*-", state=128, mamba_heads=int(os.environ.get("PROBE_HEADS", "4")),
                            chunk=128, max_len=131072, decay=os.environ.get("PROBE_DECAY", "long"))
-    config = folder / "config.json"
-    g.GROUPS, b.config = (json.loads(config.read_text()).get("n_groups", 1) if config.is_file() else 1), g.config
+    config, saved = folder / "config.json", None
+    if config.is_file():
+        groups = json.loads(config.read_text()).get("n_groups", 1)
+    else:  # stopped part-way: the builder's own save (build_canary.RESUME), the model's names
+        saved = torch.load(folder / shared.RESUME, map_location="cpu", weights_only=False)["model"]
+        rows = saved["model.layers.0.mixer.in_proj.weight"].shape[0]  # gate, x, G x (B, C), dt
+        groups = (rows - 2 * args.mamba_heads * 64 - args.mamba_heads) // (2 * args.state)
+    g.GROUPS, b.config = groups, g.config
     torch.manual_seed(seed)
     model, _ = b.new_model(args, tok, -(-len(tok) // 64) * 64)
-    if (folder / "model.safetensors").is_file():
+    if saved is None:
         b.init_from(model, folder, out)
-    else:  # stopped part-way: the builder's own save (build_canary.RESUME), the model's names
-        model.load_state_dict(torch.load(folder / shared.RESUME, map_location="cpu", weights_only=False)["model"])
+    else:
+        model.load_state_dict(saved)
     return tok, model
 
 
