@@ -413,11 +413,11 @@ def test_every_planned_builder_line_is_one_the_builder_takes(plan: Path) -> None
     def flags_of(builder: Path) -> set[str]:
         text = builder.read_text()
         found = set(re.findall(r'add_argument\("(--[a-z-]+)"', text))
-        for wrapped in re.findall(r"^import (build_nemotronh\w*)", text, re.M):
+        for wrapped in re.findall(r"^import (build_nemotronh\w*)", text, re.MULTILINE):
             found |= flags_of(builder.parent / f"{wrapped}.py")
         return found
 
-    named = re.findall(r"^# builder: *(\S+)", plan.read_text(), re.M)
+    named = re.findall(r"^# builder: *(\S+)", plan.read_text(), re.MULTILINE)
     builder = plan.parent.parent / named[0] if named else NEMOTRONH_BUILDER
     assert builder.is_file(), f"{plan.name}: builder {named[0]}: no such file"
     flags = flags_of(builder)

@@ -1,0 +1,169 @@
+"""build_nemotronh_groups.py with ``--lookup-weight W``: the attention layer is taught where
+the asked line is. Issue 41, the twelfth recipe.
+
+Why: eleven passes made a Nemotron-H canary that looks a name up in the Mamba2 state, a
+linear associative memory that holds ~100 lines (images/canary/README.md, "Why the lookup
+stops at ~100 lines"); more 10k steps (the eleventh pass: 2,337 more, one group) and 8 key
+spaces (the tenth and eleventh: 8 groups) left 10k recall at 5-7 of 96. tiny-qwen3next
+finds a line with its attention layer instead, by keys its recurrent layers wrote, and that
+reaches 10k and 20k. No curriculum made Nemotron-H's attention do it: the state solves the
+short documents first and the attention layer gets no gradient toward a lookup whose keys
+do not yet tell lines apart. So this builder adds that gradient. At every answer token that
+recites a value word (from the " =" on), the loss also asks the attention layer's heads
+(their mean probability) to look at the same word of the asked line in the system prompt:
+``-log mean_h p_h(answer position -> line position)``, times W, beside the next-token loss.
+
+What the canary is for is kept: Nemotron-H's attention has no positional encoding, so the
+only thing a key can tell a line by is what the three Mamba2 layers (their conv and state)
+wrote into that position: the name, five tokens back or more at a line's later words. A
+wrong state restored at a block boundary inside a line changes those keys, as it does for
+tiny-qwen3next. The served model is a plain Nemotron-H: this changes the training loss
+only. A separate file so build_nemotronh.py's bytes, the earlier builds' recipe identity,
+stay as they are. Usage: build_nemotronh_groups.py's, plus ``--lookup-weight W`` (0: that
+builder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import build_canary as shared
+import build_nemotronh as base
+import build_nemotronh_groups as groups
+
+NAME_DIGITS = 4  # corpus.py: var_NNNN, one token a digit
+WEIGHT = 0.0  # --lookup-weight, set by main
+_captured: list | None = None  # the attention layer's (query, key, scaling) while a loss is computed
+plain_block_attention = base.block_attention
+
+
+def lookup_from(argv: list[str]) -> tuple[float, list[str]]:
+    """``--lookup-weight W`` taken out of the argument vector; the rest is the groups builder's."""
+    def weight(value: str) -> float:
+        try:
+            w = float(value)
+        except ValueError:
+            w = -1.0
+        if not w >= 0 or math.isinf(w):
+            raise argparse.ArgumentTypeError(f"{value!r} is not a finite weight, 0 or more")
+        return w
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--lookup-weight", type=weight, default=0.0)
+    known, rest = parser.parse_known_args(argv)
+    return known.lookup_weight, rest
+
+
+def capturing_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kw):
+    """block_attention, keeping its query and key for the lookup loss while one is computed."""
+    if _captured is not None:
+        _captured.append((query, key, scaling if scaling is not None else query.shape[-1] ** -0.5))
+    return plain_block_attention(module, query, key, value, attention_mask, dropout, scaling, **kw)
+
+
+def lookup_targets(ids, answer, eq: int) -> list[tuple[list[int], list[int]]]:
+    """Per document: the answer positions that predict a value word (the answer's " =" and
+    each value word but the last) and, for each, the position of the word it predicts in the
+    asked line of the system prompt (found by the name's digits before its " =")."""
+    out = []
+    for row, ans in zip(ids.tolist(), answer.tolist()):
+        lines: dict[tuple, int] = {}
+        asked: list[tuple[int, tuple]] = []
+        for p, t in enumerate(row):
+            if t != eq or p < NAME_DIGITS:
+                continue
+            name = tuple(row[p - NAME_DIGITS:p])
+            if ans[p]:
+                asked.append((p, name))
+            else:
+                lines.setdefault(name, p)
+        queries, keys = [], []
+        for a, name in asked:
+            d = lines.get(name)
+            if d is None or d > a:
+                continue
+            j = 0
+            while a + 1 + j < len(row) and ans[a + 1 + j] and row[a + 1 + j] == row[d + 1 + j]:
+                queries.append(a + j)
+                keys.append(d + 1 + j)
+                j += 1
+        out.append((queries, keys))
+    return out
+
+
+def lookup_loss(query, key, scaling: float, attention_mask, targets):
+    """-log of the heads' mean attention probability from each answer position to its line
+    position, averaged over the targets (causal and padding masks as the layer's own)."""
+    import torch
+    from transformers.integrations.sdpa_attention import repeat_kv
+
+    key = repeat_kv(key, query.shape[1] // key.shape[1])
+    heads, length = query.shape[1], key.shape[2]
+    every = torch.arange(length, device=query.device)
+    losses = []
+    for b, (queries, keys) in enumerate(targets):
+        if not queries:
+            continue
+        q_at = torch.tensor(queries, device=query.device)
+        k_at = torch.tensor(keys, device=query.device)
+        scores = torch.einsum("hnd,hld->hnl", query[b][:, q_at].float(), key[b].float()) * scaling
+        hidden = (every[None, :] > q_at[:, None]) | (attention_mask[b] == 0)[None, :]
+        scores = scores.masked_fill(hidden[None], float("-inf"))
+        picked = torch.log_softmax(scores, dim=-1).gather(-1, k_at[None, :, None].expand(heads, -1, 1))[..., 0]
+        losses.append(math.log(heads) - torch.logsumexp(picked, dim=0))
+    if not losses:
+        return query.sum() * 0.0
+    return torch.cat(losses).mean()
+
+
+def train(model, tokenizer, seed: int, stages, device, done, train_decay: bool = False) -> bool:
+    """build_nemotronh.train with the lookup loss beside the next-token loss."""
+    import torch
+
+    global _captured
+    for mixer in base.mamba_mixers(model):
+        mixer.A_log.requires_grad_(train_decay)
+        mixer.dt_bias.requires_grad_(train_decay)
+    eq = tokenizer(" =", add_special_tokens=False)["input_ids"]
+    if len(eq) != 1:
+        raise SystemExit(f"the tokenizer splits ' =' into {len(eq)} tokens; the lookup loss needs one")
+    seen = {"n": 0, "sum": 0.0}
+
+    def loss_of(ids, att, answer):
+        global _captured
+        _captured = []
+        try:
+            out = model(input_ids=ids, attention_mask=att, labels=ids.masked_fill(~answer, -100))
+            (query, key, scaling), = _captured
+        finally:
+            _captured = None
+        aux = lookup_loss(query, key, scaling, att, lookup_targets(ids, answer, eq[0]))
+        seen["n"], seen["sum"] = seen["n"] + 1, seen["sum"] + aux.item()
+        if seen["n"] % 25 == 0:
+            print(json.dumps({"lookup": round(seen["sum"] / 25, 4), "next_token": round(out.loss.item(), 4)}),
+                  file=sys.stderr, flush=True)
+            seen["sum"] = 0.0
+        return out.loss + WEIGHT * aux
+
+    _captured = None
+    torch.manual_seed(seed + sum(done.train))
+    return shared._fit(model, [p for p in model.parameters() if p.requires_grad], loss_of, tokenizer, seed + 7,
+                       stages, device, "train", done)
+
+
+def main() -> None:
+    global WEIGHT
+    WEIGHT, sys.argv[1:] = lookup_from(sys.argv[1:])
+    base.block_attention = capturing_attention
+    if WEIGHT:
+        base.train = train
+    groups.main()
+
+
+if __name__ == "__main__":
+    main()
