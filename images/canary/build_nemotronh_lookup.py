@@ -98,27 +98,29 @@ def lookup_targets(ids, answer, eq: int) -> list[tuple[list[int], list[int]]]:
 
 def lookup_loss(query, key, scaling: float, attention_mask, targets):
     """-log of the heads' mean attention probability from each answer position to its line
-    position, averaged over the targets (causal and padding masks as the layer's own)."""
+    position, averaged over the targets (causal and padding masks as the layer's own). The
+    whole batch at once, each document's targets padded to the most any has: one document at a
+    time cost the first stage (64 documents a batch) three quarters of its speed on an H100."""
     import torch
     from transformers.integrations.sdpa_attention import repeat_kv
 
     key = repeat_kv(key, query.shape[1] // key.shape[1])
-    heads, length = query.shape[1], key.shape[2]
-    every = torch.arange(length, device=query.device)
-    losses = []
-    for b, (queries, keys) in enumerate(targets):
-        if not queries:
-            continue
-        q_at = torch.tensor(queries, device=query.device)
-        k_at = torch.tensor(keys, device=query.device)
-        scores = torch.einsum("hnd,hld->hnl", query[b][:, q_at].float(), key[b].float()) * scaling
-        hidden = (every[None, :] > q_at[:, None]) | (attention_mask[b] == 0)[None, :]
-        scores = scores.masked_fill(hidden[None], float("-inf"))
-        picked = torch.log_softmax(scores, dim=-1).gather(-1, k_at[None, :, None].expand(heads, -1, 1))[..., 0]
-        losses.append(math.log(heads) - torch.logsumexp(picked, dim=0))
-    if not losses:
+    batch, heads, length, dim = key.shape
+    most = max(len(queries) for queries, _ in targets)
+    if not most:
         return query.sum() * 0.0
-    return torch.cat(losses).mean()
+    pad = [[0] * (most - len(queries)) for queries, _ in targets]
+    q_at = torch.tensor([queries + p for (queries, _), p in zip(targets, pad)], device=query.device)
+    k_at = torch.tensor([keys + p for (_, keys), p in zip(targets, pad)], device=query.device)
+    real = torch.tensor([[True] * len(queries) + [False] * len(p) for (queries, _), p in zip(targets, pad)],
+                        device=query.device)
+    asked = query.gather(2, q_at[:, None, :, None].expand(batch, heads, most, dim))
+    scores = torch.einsum("bhnd,bhld->bhnl", asked.float(), key.float()) * scaling
+    every = torch.arange(length, device=query.device)
+    hidden = (every[None, None, :] > q_at[:, :, None]) | (attention_mask == 0)[:, None, :]
+    scores = scores.masked_fill(hidden[:, None], float("-inf"))
+    picked = torch.log_softmax(scores, dim=-1).gather(-1, k_at[:, None, :, None].expand(batch, heads, most, 1))[..., 0]
+    return (math.log(heads) - torch.logsumexp(picked, dim=1))[real].mean()
 
 
 def train(model, tokenizer, seed: int, stages, device, done, train_decay: bool = False) -> bool:
