@@ -64,6 +64,23 @@ for r, (qs, ks) in enumerate(targets):
     for q, k in zip(qs, ks):
         aimed[r, 0, q] = full[r, 0, k] * 20
 print(float(lk.lookup_loss(aimed, key, 0.125, att, targets)), math.log(heads))
+# --lookup-end: one more target an answer, from its last word (which predicts <|im_end|>) to
+# the token that ends the asked line (its newline, or <|im_end|> for the prompt's last line).
+im_end = tok.convert_tokens_to_ids("<|im_end|>")
+ends = frozenset(tok("\n<|im_end|>", add_special_tokens=False)["input_ids"])
+assert ends == {nl, im_end}, ends
+extra = 0
+for (qs, ks), (eqs, eks), row, a in zip(targets, lk.lookup_targets(ids, ans, eq, ends), ids.tolist(), ans.tolist()):
+    assert set(zip(qs, ks)) <= set(zip(eqs, eks))
+    # (a line that ends the prompt ends in <|im_end|>, as the answer does: the plain targets
+    # reach that one already)
+    at_end = [(q, k) for q, k in zip(eqs, eks) if row[q + 1] == im_end]
+    assert len(at_end) == sum(1 for i, t in enumerate(row) if t == im_end and a[i]), at_end  # one an answer
+    for q, k in at_end:
+        assert a[q + 1] and row[k] in ends and not a[k], (q, k)
+        assert row[q] == row[k - 1]  # the answer's last word is the line's
+    extra += len(set(zip(eqs, eks)) - set(zip(qs, ks)))
+print(extra)
 """
 
 
@@ -73,19 +90,20 @@ def test_lookup_targets_are_the_asked_lines_words_and_the_loss_is_the_attention_
     out = subprocess.run([str(python), "-c", TARGETS_AND_LOSS, str(LOOKUP_BUILDER.parent)], capture_output=True,
                          text=True, env=ENV, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    first, second = out.stdout.splitlines()
+    first, second, third = out.stdout.splitlines()
     checked, got, want = first.split()
     assert int(checked) >= 36
     assert abs(float(got) - float(want)) < 1e-4 and float(got) > 2.0
     aimed, log_heads = (float(x) for x in second.split())
     assert abs(aimed - log_heads) < 0.05, "one head on every target: the heads' mean is 1/4"
+    assert 9 <= int(third) <= 12, "--lookup-end: an end target for each of 3 documents' 4 answers not yet one"
 
 
 @pytest.mark.engine
 def test_a_build_with_the_lookup_loss_trains_reports_and_is_a_plain_nemotronh(tmp_path: Path) -> None:
     python = ensure_env(EngineRecipe("0.32.0"), tmp_path / "env.log").python
     argv = builder_argv(python, tmp_path / "lk", dict(CANARIES["random-nemotronh"]), LOOKUP_BUILDER)
-    proc = subprocess.run([*argv, "--lookup-weight", "1", "--stage", "lines=4-8 batch=2 steps=25 lr=1e-3 turns=4",
+    proc = subprocess.run([*argv, "--lookup-weight", "1", "--lookup-end", "--stage", "lines=4-8 batch=2 steps=25 lr=1e-3 turns=4",
                            "--report-lengths", "300"], capture_output=True, text=True, env=ENV, timeout=900,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -101,8 +119,11 @@ def test_lookup_weight_is_taken_out_of_the_arguments(capsys: pytest.CaptureFixtu
     sys.path.insert(0, str(LOOKUP_BUILDER.parent))
     import build_nemotronh_lookup as lk
 
-    assert lk.lookup_from(["OUT", "--lookup-weight", "0.5", "--groups", "8"]) == (0.5, ["OUT", "--groups", "8"])
-    assert lk.lookup_from(["OUT"]) == (0.0, ["OUT"])
+    assert lk.lookup_from(["OUT", "--lookup-weight", "0.5", "--groups", "8"]) == (0.5, False, ["OUT", "--groups", "8"])
+    assert lk.lookup_from(["OUT", "--lookup-end", "--lookup-weight", "1"]) == (1.0, True, ["OUT"])
+    assert lk.lookup_from(["OUT"]) == (0.0, False, ["OUT"])
+    with pytest.raises(SystemExit, match="--lookup-end"):
+        lk.lookup_from(["OUT", "--lookup-end"])
     for bad in (["OUT", "--lookup-weight"], ["OUT", "--lookup-weight", "x"], ["OUT", "--lookup-weight=-1"],
                 ["OUT", "--lookup-weight", "nan"], ["OUT", "--lookup-weight", "inf"]):
         with pytest.raises(SystemExit):

@@ -21,7 +21,7 @@ five value words), so whether a wrong restored SSM state changes an answer is fo
 field-bugs cells to measure on the trained build, as for tiny-qwen3next. The served model is
 a plain Nemotron-H: this changes the training loss only. A separate file so build_nemotronh.py's bytes, the earlier builds' recipe identity,
 stay as they are. Usage: build_nemotronh_groups.py's, plus ``--lookup-weight W`` (0: that
-builder).
+builder) and ``--lookup-end`` (the answer's end looks at the line's end too).
 """
 
 from __future__ import annotations
@@ -39,12 +39,14 @@ import build_nemotronh_groups as groups
 
 NAME_DIGITS = 4  # corpus.py: var_NNNN, one token a digit
 WEIGHT = 0.0  # --lookup-weight, set by main
+END = False  # --lookup-end, set by main
 _captured: list | None = None  # the attention layer's (query, key, scaling) while a loss is computed
 plain_block_attention = base.block_attention
 
 
-def lookup_from(argv: list[str]) -> tuple[float, list[str]]:
-    """``--lookup-weight W`` taken out of the argument vector; the rest is the groups builder's."""
+def lookup_from(argv: list[str]) -> tuple[float, bool, list[str]]:
+    """``--lookup-weight W`` and ``--lookup-end`` taken out of the argument vector; the rest is
+    the groups builder's."""
     def weight(value: str) -> float:
         try:
             w = float(value)
@@ -56,8 +58,11 @@ def lookup_from(argv: list[str]) -> tuple[float, list[str]]:
 
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--lookup-weight", type=weight, default=0.0)
+    parser.add_argument("--lookup-end", action="store_true")
     known, rest = parser.parse_known_args(argv)
-    return known.lookup_weight, rest
+    if known.lookup_end and not known.lookup_weight:
+        raise SystemExit("--lookup-end adds targets to the lookup loss: give --lookup-weight too")
+    return known.lookup_weight, known.lookup_end, rest
 
 
 def capturing_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kw):
@@ -67,10 +72,15 @@ def capturing_attention(module, query, key, value, attention_mask, dropout=0.0, 
     return plain_block_attention(module, query, key, value, attention_mask, dropout, scaling, **kw)
 
 
-def lookup_targets(ids, answer, eq: int) -> list[tuple[list[int], list[int]]]:
+def lookup_targets(ids, answer, eq: int, ends: frozenset[int] = frozenset()) -> list[tuple[list[int], list[int]]]:
     """Per document: the answer positions that predict a value word (the answer's " =" and
     each value word but the last) and, for each, the position of the word it predicts in the
-    asked line of the system prompt (found by the name's digits before its " =")."""
+    asked line of the system prompt (found by the name's digits before its " =").
+
+    With ``ends`` (the newline and <|im_end|>: ``--lookup-end``) also the answer's last word,
+    which predicts the answer's end, to the token that ends the asked line. Why: through the
+    engine lk-n10's wrong answers at 1.5k were all the right words with one too many or too
+    few (11 of 11; 17 of 27 at 10k), a line's end being the one thing the words do not say."""
     out = []
     for row, ans in zip(ids.tolist(), answer.tolist()):
         lines: dict[tuple, int] = {}
@@ -93,6 +103,10 @@ def lookup_targets(ids, answer, eq: int) -> list[tuple[list[int], list[int]]]:
                 queries.append(a + j)
                 keys.append(d + 1 + j)
                 j += 1
+            end_at = a + 1 + j
+            if end_at < len(row) and ans[end_at] and row[end_at] in ends and row[d + 1 + j] in ends:
+                queries.append(a + j)
+                keys.append(d + 1 + j)
         out.append((queries, keys))
     return out
 
@@ -136,6 +150,7 @@ def train(model, tokenizer, seed: int, stages, device, done, train_decay: bool =
     eq = tokenizer(" =", add_special_tokens=False)["input_ids"]
     if len(eq) != 1:
         raise SystemExit(f"the tokenizer splits ' =' into {len(eq)} tokens; the lookup loss needs one")
+    ends = frozenset(tokenizer("\n<|im_end|>", add_special_tokens=False)["input_ids"]) if END else frozenset()
     seen = {"n": 0, "lookup": 0.0, "next_token": 0.0}  # sums over the last 25 steps, printed as means
 
     def loss_of(ids, att, answer):
@@ -146,7 +161,7 @@ def train(model, tokenizer, seed: int, stages, device, done, train_decay: bool =
             (query, key, scaling), = _captured
         finally:
             _captured = None
-        aux = lookup_loss(query, key, scaling, att, lookup_targets(ids, answer, eq[0]))
+        aux = lookup_loss(query, key, scaling, att, lookup_targets(ids, answer, eq[0], ends))
         seen["n"] += 1
         seen["lookup"] += aux.item()
         seen["next_token"] += out.loss.item()
@@ -163,8 +178,8 @@ def train(model, tokenizer, seed: int, stages, device, done, train_decay: bool =
 
 
 def main() -> None:
-    global WEIGHT
-    WEIGHT, sys.argv[1:] = lookup_from(sys.argv[1:])
+    global WEIGHT, END
+    WEIGHT, END, sys.argv[1:] = lookup_from(sys.argv[1:])
     base.block_attention = capturing_attention
     if WEIGHT:
         base.train = train
