@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import collections
 import json
-import lzma
 import random
 import sqlite3
 import sys
 import tempfile
 from pathlib import Path
 
+from vmatrix.db.copies import unpacked
 from vmatrix.images.canary import corpus
 
 
 def open_db(path: Path) -> sqlite3.Connection:
     if path.suffix == ".xz":
-        plain = Path(tempfile.mkdtemp()) / path.stem
-        plain.write_bytes(lzma.decompress(path.read_bytes()))
-        path = plain
+        path = unpacked(path, Path(tempfile.mkdtemp()))
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 

@@ -1,9 +1,9 @@
 """Where a lookup build's attention looks when it predicts an answer's end (issue 41, the
 thirteenth pass's question): for each report document (probe_build.documents), the heads'
-mean and largest probability on the lookup loss's targets (and the heads' mean on the token
-before each) (build_nemotronh_lookup.lookup_targets
-with --lookup-end's end tokens), apart for the targets that predict a value word and those that
-predict the answer's <|im_end|>, and, teacher-forced, how often each is the greedy choice.
+mean and largest probability on the lookup loss's targets (build_nemotronh_lookup.lookup_targets
+with --lookup-end's end tokens) and their mean on the token before each, apart for the targets
+that predict a value word and those that predict the answer's <|im_end|>, and, teacher-forced,
+how often each is the greedy choice.
 lk-n10 was trained with word targets only; its engine's wrong answers are mostly the wrong end.
 
     cd benchmarks/nemotronh-resume && PROBE_HEADS=16 ENGINE_PYTHON end_probe.py BUILD SEED LENGTHS DOCS
