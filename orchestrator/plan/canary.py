@@ -66,7 +66,7 @@ CANARIES: dict[str, dict[str, Any]] = {
     },
     "random-qwen3next": {"seed": 0, "hidden": 128, "layers": 4, "vocab": 1024},
     # Untrained, built in seconds on the CPU: whether an engine loads and serves the
-    # architecture at all, before tiny-nemotronh is trained.
+    # architecture at all, without tiny-nemotronh's GPU passes.
     "random-nemotronh": {"seed": 0, "hidden": 128, "pattern": "M-M-M-*-", "vocab": 1024},
     # The same for IBM's Granite-4.0-H (GraniteMoeHybridForCausalLM: the same Mamba2 mixer
     # in vLLM, no MTP head), dense as Granite-4.0-H-Micro (issue 41, item 4).
