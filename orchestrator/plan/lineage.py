@@ -70,9 +70,9 @@ def lineage_code(passes: list[Pass], corpus: Path) -> str:
 
 
 # Each pass is the plan line it ran (benchmarks/nemotronh-{seventh,eighth,ninth,eleventh,
-# twelfth,thirteenth}-pass-plan.txt) with the steps its build reports (the shipped checkpoint's
+# twelfth,thirteenth,fourteenth}-pass-plan.txt) with the steps its build reports (the shipped checkpoint's
 # canary-report.json for the last pass, benchmarks/nemotronh-resume/*.tar for the others;
-# benchmarks/nemotronh-resume/lineage-lk-n11.txt puts them side by side); tests/test_lineage.py
+# benchmarks/nemotronh-resume/lineage-lk-n12.txt puts them side by side); tests/test_lineage.py
 # holds the lineage to both. Every pass also trained an MTP head on its build (the last pass's
 # is the one served); each ran on one H100 or H200 (canary_gpu.py adds ``--device cuda``).
 _SHAPE: dict[str, Any] = {"seed": 1, "hidden": 128, "pattern": "M-M-M-*-", "mamba_heads": 16, "vocab": 1024}
@@ -99,8 +99,12 @@ LINEAGES: dict[str, list[Pass]] = {
         Pass("lk-n10", "build_nemotronh_lookup.py", _SHAPE | {"lookup_weight": 1.0, "stage": [
             "lines=12-120 batch=16 steps=800 lr=1e-3", "lines=120-600 batch=4 steps=1000 lr=1e-3 turns=16",
             "lines=600-1700 batch=2 steps=1745 lr=1e-3 turns=24"]} | _MTP),
-        # The lookup loss with an end target (the thirteenth pass): the build shipped.
+        # The lookup loss with an end target (the thirteenth pass).
         Pass("lk-n11", "build_nemotronh_lookup.py", _SHAPE | {"lookup_weight": 1.0, "lookup_end": True, "stage": [
             "lines=12-120 batch=16 steps=300 lr=1e-3", "lines=600-1700 batch=2 steps=3795 lr=1e-3 turns=24"]} | _MTP),
+        # Its 600-1,700-line stage again, beside a sweep on the card (the fourteenth pass): the
+        # build shipped.
+        Pass("lk-n12", "build_nemotronh_lookup.py", _SHAPE | {"lookup_weight": 1.0, "lookup_end": True, "stage": [
+            "lines=600-1700 batch=2 steps=1622 lr=1e-3 turns=24"]} | _MTP),
     ],
 }
