@@ -15,6 +15,7 @@ from vmatrix.orchestrator.cli.common import (
     DbOpt,
     IndexOpt,
     console,
+    err,
     fail,
     gc_paused,
     open_for_reading,
@@ -318,7 +319,8 @@ def canary_report(
     if patches is None:
         sets = default_patches(name, vllm)
         if sets:
-            console.print(f"patch sets: {', '.join(sets)} (the canary's own; --patches none serves it without)")
+            err.print(f"patch sets: {', '.join(sets)} (the canary's own; --patches none serves it without)",
+                      soft_wrap=True, highlight=False)
     else:
         sets = tuple(s.strip() for s in patches.split(",") if s.strip() and s.strip() != "none")
     text = report_matrix(name, sizes, vllm=vllm, requests=requests, model=folder, patches=sets, documents=documents)
